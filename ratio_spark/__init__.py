@@ -1,0 +1,3 @@
+"""ratio-spark: mine the Ratio ideation-retrieval benchmark from full-text papers."""
+
+__version__ = "0.1.0"

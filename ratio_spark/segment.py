@@ -1,0 +1,107 @@
+"""Sentence segmentation with Spark NLP's rule-based SentenceDetector, entirely in the JVM.
+
+Spark NLP's built-in abbreviation list misses much scientific usage ("Fig. 3", "Eq. (2)", "Sec. 4",
+"et al. (2019)"), so the periods of configured abbreviations are masked with a private-use
+character before detection and restored after it; the mask, the detector and the normalisation are
+all JVM expressions, with no Python on the path. Tuning is measured in docs/segmentation.md.
+"""
+
+from __future__ import annotations
+
+from pyspark.ml import Pipeline, PipelineModel
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from ratio_spark.config import SegmentConfig
+from ratio_spark.text import normalize_column
+
+MASK = "\ue000"  # stands in for a period that does not end a sentence; never survives to the output
+
+SENTENCE_COLUMNS = [
+    "sentence_id", "paper_id", "pub_date", "section_idx", "section_heading", "para_idx", "sent_idx",
+    "char_start", "char_end", "text", "norm_text", "norm_flag",
+]
+
+
+def explode_paragraphs(papers: DataFrame) -> DataFrame:
+    """papers -> one row per paragraph with its section and position."""
+    return (
+        papers.select("paper_id", "pub_date", F.posexplode("sections").alias("section_idx", "section"))
+        .select(
+            "paper_id", "pub_date", "section_idx",
+            F.col("section.heading").alias("section_heading"),
+            F.posexplode("section.paragraphs").alias("para_idx", "para_text"),
+        )
+    )
+
+
+def mask_abbreviation_periods(text: Column, config: SegmentConfig) -> Column:
+    """Replace periods that cannot end a sentence with MASK (JVM regexes)."""
+    out = text
+    if config.abbreviations:
+        alternatives = "|".join(sorted({a.strip(".") for a in config.abbreviations}, key=len, reverse=True))
+        # "Fig. 3", "Eq. (2)", "cf. Smith": the abbreviation followed by more text on the same sentence.
+        out = F.regexp_replace(out, rf"(?<![\w.])({alternatives})\.(?=\s*\S)", "$1" + MASK)
+    if config.protect_et_al:
+        # "et al. (2019)", "et al., 2019", "et al. showed": not before a capitalised new sentence.
+        out = F.regexp_replace(out, r"\bet al\.(?=\s*[\(\[,;:a-z0-9])", "et al" + MASK)
+    return out
+
+
+def sentence_pipeline(config: SegmentConfig) -> PipelineModel:
+    from sparknlp.annotator import SentenceDetector
+    from sparknlp.base import DocumentAssembler
+
+    assembler = DocumentAssembler().setInputCol("masked_text").setOutputCol("document").setCleanupMode("disabled")
+    detector = (
+        SentenceDetector()
+        .setInputCols(["document"])
+        .setOutputCol("sentences")
+        .setUseAbbreviations(config.use_abbreviations)
+        .setDetectLists(config.detect_lists)
+        .setMinLength(config.min_length)
+        .setMaxLength(config.max_length)
+    )
+    if config.custom_bounds:
+        detector = detector.setCustomBounds(config.custom_bounds)
+    if config.split_length:
+        detector = detector.setSplitLength(config.split_length)
+    # Both stages are transformers; fitting on an empty frame only assembles the pipeline.
+    return Pipeline(stages=[assembler, detector])
+
+
+def split_sentences(paragraphs: DataFrame, config: SegmentConfig, text_col: str = "para_text") -> DataFrame:
+    """Add one row per sentence: (sent_idx, char_start, char_end, text) to the paragraph's columns."""
+    masked = paragraphs.withColumn("masked_text", mask_abbreviation_periods(F.col(text_col), config))
+    pipeline = sentence_pipeline(config)
+    detected = pipeline.fit(masked.limit(0)).transform(masked)
+    keep = [c for c in paragraphs.columns if c != text_col]
+    return detected.select(
+        *keep,
+        F.posexplode("sentences").alias("sent_idx", "annotation"),
+    ).select(
+        *keep,
+        "sent_idx",
+        F.col("annotation.begin").alias("char_start"),
+        (F.col("annotation.end") + 1).alias("char_end"),
+        F.translate(F.col("annotation.result"), MASK, ".").alias("text"),
+    )
+
+
+def add_normalisation(sentences: DataFrame, config: SegmentConfig) -> DataFrame:
+    """norm_text (the paper's B.1) and norm_flag: why a sentence is unusable, or null."""
+    norm = normalize_column(F.col("text"))
+    letters = F.length(F.regexp_replace(norm, r"[^\p{L}]", ""))
+    flag = (
+        F.when(F.length(norm) == 0, F.lit("empty_after_cleaning"))
+        .when(letters < F.length(norm) * F.lit(config.min_letters_ratio), F.lit("malformed_few_letters"))
+        .otherwise(F.lit(None).cast("string"))
+    )
+    return sentences.withColumn("norm_text", norm).withColumn("norm_flag", flag)
+
+
+def segment_papers(papers: DataFrame, config: SegmentConfig) -> DataFrame:
+    """papers -> sentences, with ids that are stable across reruns."""
+    sentences = add_normalisation(split_sentences(explode_paragraphs(papers), config), config)
+    sentence_id = F.concat_ws(":", "paper_id", "section_idx", "para_idx", "sent_idx")
+    return sentences.withColumn("sentence_id", sentence_id).select(*SENTENCE_COLUMNS)
