@@ -28,14 +28,18 @@ LEADING_LIST_MARKER_PATTERN = (
 # Bracketed numeric citations anywhere: [12], [3, 4], [5-7].
 BRACKETED_NUMBERS_PATTERN = r"\s*\[\d+(?:\s*[,\u2013-]\s*\d+)*\]"
 
+# Java's \s is ASCII-only while Python's is Unicode: spell out the Unicode spaces so both agree.
+WHITESPACE_PATTERN = r"[\s\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]+"
+
 # (pattern, replacement) applied in order after lowercasing.
 NORMALIZATION_RULES: list[tuple[str, str]] = [
     (INVALID_CHARS_PATTERN, ""),
     # Typographic ligatures from PDFs.
     ("\uFB00", "ff"), ("\uFB01", "fi"), ("\uFB02", "fl"), ("\uFB03", "ffi"), ("\uFB04", "ffl"),
+    (WHITESPACE_PATTERN, " "),
     (LEADING_LIST_MARKER_PATTERN, ""),
     (BRACKETED_NUMBERS_PATTERN, ""),
-    (r"\s+", " "),
+    (WHITESPACE_PATTERN, " "),
     (r"^ | $", ""),
 ]
 

@@ -1,0 +1,11 @@
+"""spark-submit entry point: ingest. Wiring only; the work is in ratio_spark.
+
+    spark-submit --py-files ratio_spark.zip jobs/ingest.py --conf conf/emr.yaml [--set key=value ...]
+"""
+
+import sys
+
+from ratio_spark.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(["ingest", *sys.argv[1:]]))

@@ -1,0 +1,93 @@
+"""``ratio-spark``: one command for every stage, locally or under spark-submit (see jobs/)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ratio_spark.config import Config, ConfigError, load_config
+
+
+def _add_config_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--conf", help="YAML configuration (conf/*.yaml); defaults apply without one")
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="override a setting, e.g. --set spark.master=local[4] --set tables.root=/data/tables "
+        "(repeatable; spark.conf.<spark key>=value sets a Spark property)",
+    )
+    parser.add_argument("--summary-json", help="also write the run's summary to this JSON file")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ratio-spark", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, help_text in [
+        ("config", "print the resolved configuration and exit"),
+        ("ingest", "read the configured inputs into the papers and rejects tables"),
+        ("segment", "split papers into the sentences table"),
+        ("run", "run every stage in order: ingest, segment"),
+    ]:
+        _add_config_args(sub.add_parser(name, help=help_text))
+    jars = sub.add_parser("jars", help="fetch the Delta Lake and Spark NLP jars with Maven (cached) and list them")
+    jars.add_argument("--profile", default="spark35")
+    jars.add_argument("--comma", action="store_true", help="print one comma-separated line (for spark-submit --jars)")
+    return parser
+
+
+def _print_summary(summary: dict) -> None:
+    print(f"\n== {summary['stage']} ==")
+    for key, value in summary.items():
+        if key == "stage":
+            continue
+        if isinstance(value, dict):
+            print(f"  {key}:")
+            for k, v in value.items():
+                print(f"    {k:<28} {v}")
+        else:
+            print(f"  {key:<30} {value}")
+
+
+def run_stages(config: Config, stages: list[str]) -> list[dict]:
+    from ratio_spark.session import build_spark_session
+    from ratio_spark.stages import STAGES
+
+    spark = build_spark_session(config.spark)
+    summaries = []
+    for stage in stages:
+        summary = STAGES[stage](spark, config)
+        _print_summary(summary)
+        summaries.append(summary)
+    return summaries
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "jars":
+        from ratio_spark.jars import ensure_jars
+
+        jars = ensure_jars(args.profile)
+        print(",".join(map(str, jars)) if args.comma else "\n".join(map(str, jars)))
+        return 0
+    try:
+        config = load_config(args.conf, args.overrides)
+    except ConfigError as exc:
+        print(f"ratio-spark: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "config":
+        print(config.to_yaml(), end="")
+        return 0
+    from ratio_spark.stages import PIPELINE
+
+    stages = PIPELINE if args.command == "run" else [args.command]
+    summaries = run_stages(config, stages)
+    if args.summary_json:
+        Path(args.summary_json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.summary_json).write_text(json.dumps(summaries, indent=2, default=str))
+    print(f"\nTables are under {config.tables.root} (Delta; read them with Spark or the `deltalake` package).")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""The pipeline's stages: each reads tables (or inputs), writes tables and returns a summary of counts."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from ratio_spark.config import Config
+from ratio_spark.ingest import PAPER_COLUMNS, REJECT_COLUMNS, read_all_inputs, split_duplicates
+from ratio_spark.segment import segment_papers
+from ratio_spark.tables import read_table, table_location, write_table
+
+
+class ReconciliationError(RuntimeError):
+    """Counts that must add up do not: something was lost or made up."""
+
+
+def _log(message: str) -> None:
+    print(f"[ratio-spark {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def run_ingest(spark: SparkSession, config: Config) -> dict[str, Any]:
+    """Inputs -> ``papers`` + ``rejects``; every input record lands in exactly one of them."""
+    started = time.time()
+    _log(f"ingest: reading {len(config.inputs)} input(s): " + ", ".join(f"{i.name} ({i.format})" for i in config.inputs))
+    records = read_all_inputs(spark, config).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        accepted = records.filter(F.col("reject_reason").isNull())
+        papers, duplicates = split_duplicates(accepted)
+        rejects = records.filter(F.col("reject_reason").isNotNull()).select(
+            "source_path", "source_format", "paper_id",
+            F.col("reject_reason").alias("reason"), F.col("reject_detail").alias("detail"),
+        ).unionByName(duplicates)
+        by_input = {r["source_format"]: r["count"] for r in records.groupBy("source_format").count().collect()}
+        _log("ingest: writing papers")
+        write_table(papers.select(*PAPER_COLUMNS), table_location(config, "papers"))
+        _log("ingest: writing rejects")
+        write_table(rejects.select(*REJECT_COLUMNS), table_location(config, "rejects"))
+        input_records = sum(by_input.values())
+    finally:
+        records.unpersist()
+
+    written_papers = read_table(spark, config, "papers")
+    written_rejects = read_table(spark, config, "rejects")
+    n_papers = written_papers.count()
+    reasons = {r["reason"]: r["count"] for r in written_rejects.groupBy("reason").count().collect()}
+    n_rejects = sum(reasons.values())
+    summary = {
+        "stage": "ingest",
+        "input_records": input_records,
+        "input_records_by_format": by_input,
+        "papers": n_papers,
+        "rejected": n_rejects,
+        "rejected_by_reason": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
+        "papers_by_year": {
+            str(r["year"]): r["count"]
+            for r in written_papers.groupBy(F.year("pub_date").alias("year")).count().orderBy("year").collect()
+        },
+        "papers_by_date_source": {
+            r["date_source"]: r["count"] for r in written_papers.groupBy("date_source").count().collect()
+        },
+        "tables": {name: table_location(config, name) for name in ("papers", "rejects")},
+        "seconds": round(time.time() - started, 1),
+    }
+    if input_records != n_papers + n_rejects:
+        raise ReconciliationError(
+            f"ingest: {input_records} input records but {n_papers} papers + {n_rejects} rejects were written"
+        )
+    return summary
+
+
+def run_segment(spark: SparkSession, config: Config) -> dict[str, Any]:
+    """``papers`` -> ``sentences`` (Spark NLP in the JVM)."""
+    started = time.time()
+    papers = read_table(spark, config, "papers")
+    _log("segment: splitting paragraphs into sentences (Spark NLP SentenceDetector)")
+    write_table(segment_papers(papers, config.segment), table_location(config, "sentences"))
+    sentences = read_table(spark, config, "sentences")
+    row = sentences.agg(
+        F.count("*").alias("sentences"),
+        F.countDistinct("paper_id").alias("papers_with_sentences"),
+        F.sum(F.when(F.col("norm_flag").isNull(), 1).otherwise(0)).alias("clean"),
+    ).first()
+    flags = {
+        r["norm_flag"]: r["count"]
+        for r in sentences.filter(F.col("norm_flag").isNotNull()).groupBy("norm_flag").count().collect()
+    }
+    n_papers = papers.count()
+    summary = {
+        "stage": "segment",
+        "papers": n_papers,
+        "papers_with_sentences": row["papers_with_sentences"],
+        "sentences": row["sentences"],
+        "clean_sentences": row["clean"],
+        "flagged_by_reason": flags,
+        "tables": {"sentences": table_location(config, "sentences")},
+        "seconds": round(time.time() - started, 1),
+    }
+    if row["clean"] + sum(flags.values()) != row["sentences"]:
+        raise ReconciliationError("segment: clean + flagged sentences do not add up to all sentences")
+    return summary
+
+
+STAGES = {"ingest": run_ingest, "segment": run_segment}
+PIPELINE = ["ingest", "segment"]

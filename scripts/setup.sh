@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Set up everything ratio-spark needs, idempotently: a venv with the pinned packages and the
+# Delta Lake / Spark NLP jars (resolved once with Maven, cached in ~/.cache/ratio-spark/jars).
+# Needs: Python 3.10-3.12, Java 17 and Maven on PATH.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+VENV=${RATIO_VENV:-.venv}
+EXTRAS=${RATIO_EXTRAS:-dev}
+
+for tool in java mvn "$PYTHON"; do
+  command -v "$tool" >/dev/null || { echo "setup: '$tool' is not on PATH (need Java 17, Maven and Python 3.10-3.12)" >&2; exit 1; }
+done
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup: creating $VENV"
+  "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+fi
+
+# Reinstall only when the dependency list changed (pip's cache makes a fresh venv cheap, too).
+stamp="$VENV/.ratio-spark-installed"
+want="$(sha256sum pyproject.toml | cut -c1-16)-$EXTRAS"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: installing ratio-spark[$EXTRAS] and its pinned dependencies"
+  "$VENV/bin/pip" install -q -e ".[$EXTRAS]"
+  echo "$want" > "$stamp"
+fi
+
+echo "setup: fetching the Delta Lake and Spark NLP jars (cached after the first run)"
+"$VENV/bin/ratio-spark" jars > /dev/null
+echo "setup: ready ($("$VENV/bin/python" -c 'import pyspark, sparknlp, delta; print("pyspark", pyspark.__version__, "| spark-nlp", sparknlp.version())'))"

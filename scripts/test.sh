@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The test command: set up, then run the whole test suite (slow tests included) with real Spark.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+export SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON="$PWD/${RATIO_VENV:-.venv}/bin/python"
+exec "${RATIO_VENV:-.venv}/bin/pytest" -q "$@"

@@ -1,0 +1,62 @@
+import pytest
+import yaml
+
+from ratio_spark.config import ConfigError, load_config
+
+from conftest import REPO_ROOT
+
+
+def test_every_bundled_conf_validates():
+    for path in sorted((REPO_ROOT / "conf").glob("*.yaml")):
+        config = load_config(path)
+        assert config.spark.app_name, path
+
+
+def test_sample_conf_resolves_extends_and_inputs():
+    config = load_config(REPO_ROOT / "conf" / "sample.yaml")
+    assert config.spark.master == "local[2]"  # from local.yaml
+    assert config.tables.root == "data/tables/sample"
+    assert [i.format for i in config.inputs] == ["tei"]
+    assert config.tables.location("papers") == "data/tables/sample/papers"
+
+
+def test_overrides_change_typed_values_and_spark_properties():
+    config = load_config(
+        REPO_ROOT / "conf" / "sample.yaml",
+        ["spark.master=local[4]", "ingest.min_year=1990", "spark.conf.spark.sql.shuffle.partitions=3",
+         "inputs.0.path=/elsewhere"],
+    )
+    assert config.spark.master == "local[4]"
+    assert config.ingest.min_year == 1990
+    assert config.spark.conf["spark.sql.shuffle.partitions"] == "3"
+    assert config.inputs[0].path == "/elsewhere"
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("spark.mastr=local", "spark.mastr"),
+        ("ingest.min_year=soon", "ingest.min_year"),
+        ("spark.jars.mode=maybe", "spark.jars.mode"),
+        ("inputs.0.format=pdf", "inputs.0.format"),
+    ],
+)
+def test_a_wrong_key_or_value_fails_naming_it(override, key):
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(REPO_ROOT / "conf" / "sample.yaml", [override])
+    assert key in str(excinfo.value)
+
+
+def test_unknown_key_in_a_file_is_named(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tables:\n  roots: /x\n")
+    with pytest.raises(ConfigError, match=r"tables\.roots"):
+        load_config(bad)
+
+
+def test_resolved_config_prints_as_yaml_that_loads_back(tmp_path):
+    config = load_config(REPO_ROOT / "conf" / "emr.yaml")
+    again = tmp_path / "again.yaml"
+    again.write_text(config.to_yaml())
+    assert load_config(again) == config
+    assert yaml.safe_load(config.to_yaml())["spark"]["jars"]["mode"] == "packages"

@@ -1,0 +1,35 @@
+"""The normalisation rules must give the same result in Python and in the JVM."""
+
+from pyspark.sql import functions as F
+
+from ratio_spark.text import dehyphenate, normalize_column, normalize_text
+
+CASES = {
+    "[12] However, this is ﬁne.": "however, this is fine.",
+    "1) First item here": "first item here",
+    "(iv) a roman numeral item": "a roman numeral item",
+    "3. Results are good": "results are good",
+    "We use [3, 4] and [5-7] as references.": "we use and as references.",
+    "  lots   of\twhite\u00a0space ": "lots of white space",
+    "This is 3.5 times better (Smith et al., 2019).": "this is 3.5 times better (smith et al., 2019).",
+    "• a bullet point": "a bullet point",
+    "control\x07char and \ufffd replacement": "controlchar and replacement",
+}
+
+
+def test_python_normalisation():
+    for raw, expected in CASES.items():
+        assert normalize_text(raw) == expected, raw
+
+
+def test_jvm_normalisation_matches_python(spark):
+    df = spark.createDataFrame([(raw,) for raw in CASES], ["text"])
+    got = {r["text"]: r["norm"] for r in df.select("text", normalize_column(F.col("text")).alias("norm")).collect()}
+    for raw in CASES:
+        assert got[raw] == normalize_text(raw), raw
+
+
+def test_dehyphenation_joins_line_breaks_but_keeps_suspended_hyphens():
+    assert dehyphenate("how- ever, en- sembles") == "however, ensembles"
+    assert dehyphenate("pre- and post-processing, first- or second-order") == "pre- and post-processing, first- or second-order"
+    assert dehyphenate("In con- trast, X- Y") == "In contrast, X- Y"
