@@ -53,6 +53,9 @@ def run_stages(config: Config, stages: list[str]) -> list[dict]:
     from ratio_spark.session import build_spark_session
     from ratio_spark.stages import STAGES
 
+    import ratio_spark
+
+    print(f"ratio-spark {ratio_spark.__version__} from {Path(ratio_spark.__file__).parent}", flush=True)
     spark = build_spark_session(config.spark)
     summaries = []
     for stage in stages:

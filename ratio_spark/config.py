@@ -129,13 +129,17 @@ class ConfigError(ValueError):
 def _set_dotted(tree: dict, dotted: str, value: Any) -> None:
     parts = dotted.split(".")
     node: Any = tree
-    for part in parts[:-1]:
+    for part, following in zip(parts[:-1], parts[1:]):
         if isinstance(node, list):
+            while len(node) <= int(part):
+                node.append({})
             node = node[int(part)]
             continue
-        node = node.setdefault(part, {})
+        node = node.setdefault(part, [] if following.isdigit() else {})
     last = parts[-1]
     if isinstance(node, list):
+        while len(node) <= int(last):
+            node.append(None)
         node[int(last)] = value
     else:
         node[last] = value

@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from ratio_spark.config import Config
-from ratio_spark.ingest import PAPER_COLUMNS, REJECT_COLUMNS, read_all_inputs, split_duplicates
+from ratio_spark.ingest import ingest
 from ratio_spark.segment import segment_papers
 from ratio_spark.tables import read_table, table_location, write_table
 
@@ -27,19 +27,14 @@ def run_ingest(spark: SparkSession, config: Config) -> dict[str, Any]:
     """Inputs -> ``papers`` + ``rejects``; every input record lands in exactly one of them."""
     started = time.time()
     _log(f"ingest: reading {len(config.inputs)} input(s): " + ", ".join(f"{i.name} ({i.format})" for i in config.inputs))
-    records = read_all_inputs(spark, config).persist(StorageLevel.MEMORY_AND_DISK)
+    result = ingest(spark, config)
+    records = result.records.persist(StorageLevel.MEMORY_AND_DISK)  # papers and rejects reuse it
     try:
-        accepted = records.filter(F.col("reject_reason").isNull())
-        papers, duplicates = split_duplicates(accepted)
-        rejects = records.filter(F.col("reject_reason").isNotNull()).select(
-            "source_path", "source_format", "paper_id",
-            F.col("reject_reason").alias("reason"), F.col("reject_detail").alias("detail"),
-        ).unionByName(duplicates)
         by_input = {r["source_format"]: r["count"] for r in records.groupBy("source_format").count().collect()}
         _log("ingest: writing papers")
-        write_table(papers.select(*PAPER_COLUMNS), table_location(config, "papers"))
+        write_table(result.papers, table_location(config, "papers"))
         _log("ingest: writing rejects")
-        write_table(rejects.select(*REJECT_COLUMNS), table_location(config, "rejects"))
+        write_table(result.rejects, table_location(config, "rejects"))
         input_records = sum(by_input.values())
     finally:
         records.unpersist()

@@ -15,6 +15,7 @@ from ratio_spark.ingest.spark_io import read_records
 PAPER_COLUMNS = [
     "paper_id", "pub_date", "date_precision", "date_source", "title", "sections", "source_format", "source_path",
 ]
+INPUT_ORDER = "_input_order"  # position of the input in the configuration: earlier inputs win duplicates
 REJECT_COLUMNS = ["source_path", "source_format", "paper_id", "reason", "detail"]
 
 
@@ -29,14 +30,15 @@ def read_all_inputs(spark: SparkSession, config: Config) -> DataFrame:
     if not config.inputs:
         raise ValueError("the configuration has no inputs: add at least one under `inputs:`")
     frames = []
-    for inp in config.inputs:
+    for index, inp in enumerate(config.inputs):
         options = ReaderOptions.from_config(inp, config.ingest)
         if inp.format == "s2orc_current":
             from ratio_spark.ingest.s2orc import read_s2orc_current
 
-            frames.append(read_s2orc_current(spark, inp, options))
+            frame = read_s2orc_current(spark, inp, options)
         else:
-            frames.append(read_records(spark, inp.path, options))
+            frame = read_records(spark, inp.path, options)
+        frames.append(frame.withColumn(INPUT_ORDER, F.lit(index)))
     out = frames[0]
     for frame in frames[1:]:
         out = out.unionByName(frame)
@@ -44,12 +46,12 @@ def read_all_inputs(spark: SparkSession, config: Config) -> DataFrame:
 
 
 def split_duplicates(accepted: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """Keep one record per paper id, deterministically (format, then path); reject the others."""
-    order = Window.partitionBy("paper_id").orderBy("source_format", "source_path")
+    """Keep one record per paper id, deterministically (the earlier input, then the path); reject the others."""
+    order = Window.partitionBy("paper_id").orderBy(INPUT_ORDER, "source_path")
     ranked = accepted.withColumn("_rank", F.row_number().over(order)).withColumn(
         "_kept_path", F.first("source_path").over(order)
     )
-    kept = ranked.filter(F.col("_rank") == 1).drop("_rank", "_kept_path")
+    kept = ranked.filter(F.col("_rank") == 1).drop("_rank", "_kept_path", INPUT_ORDER)
     dupes = ranked.filter(F.col("_rank") > 1).select(
         "source_path",
         "source_format",

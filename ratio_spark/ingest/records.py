@@ -132,9 +132,8 @@ def parse_free_text_date(text: str | None) -> ParsedDate | None:
     """Free-text dates as GROBID leaves them ('June 23-25 2014. 2014'): a year, and a month if named."""
     if not text:
         return None
-    iso = parse_iso_date(text) if re.match(r"^\s*\d{4}(-\d{1,2}){0,2}\s*$", text) else None
-    if iso:
-        return iso
+    if re.match(r"^\s*\d{4}(-\d{1,2}){0,2}\s*$", text):
+        return parse_iso_date(text)  # an ISO date that does not exist (2014-13-45) is no date
     years = _YEAR.findall(text)
     if not years:
         return None

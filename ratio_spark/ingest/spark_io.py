@@ -158,13 +158,14 @@ def read_records(spark: SparkSession, path: str, options: ReaderOptions) -> Data
         lines = (
             spark.read.text(line_paths)
             .select(
-                F.input_file_name().alias("path"),
+                # input_file_name() spells local paths file:///x; binaryFile spells them file:/x.
+                F.regexp_replace(F.input_file_name(), "^file:///", "file:/").alias("path"),
                 F.col("value").cast("binary").alias("raw"),
             )
             .filter(F.length(F.trim(F.col("raw").cast("string"))) > 0)  # blank lines are not records
         )
         # Lines have no number in a distributed read; a content hash names each one stably.
-        lines = lines.withColumn("line_key", F.lower(F.hex(F.xxhash64("raw"))))
+        lines = lines.withColumn("line_key", F.lpad(F.lower(F.hex(F.xxhash64("raw"))), 16, "0"))
         frames.append(lines.mapInArrow(_line_mapper(options), RECORD_SCHEMA))
     empty = find_empty_files(spark, path)
     if empty:

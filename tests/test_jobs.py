@@ -1,0 +1,87 @@
+"""The jobs as a cluster runs them: through the real spark-submit, with the code shipped as a zip."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from deltalake import DeltaTable
+
+from ratio_spark.config import load_config
+from ratio_spark.jars import ensure_jars
+from ratio_spark.stages import run_ingest, run_segment
+
+from conftest import REPO_ROOT
+
+SAMPLE = REPO_ROOT / "data" / "sample" / "acl-emnlp-tei"
+VENV_BIN = Path(sys.executable).parent
+
+
+def small_corpus(root: Path, n: int) -> Path:
+    corpus = root / "corpus"
+    corpus.mkdir()
+    for path in sorted(SAMPLE.glob("P17-*.gz"))[:n]:
+        shutil.copy(path, corpus / path.name)
+    return corpus
+
+
+def job_env() -> dict:
+    return {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+
+
+def table_rows(location: str) -> list:
+    frame = DeltaTable(location).to_pandas()
+    return sorted(map(str, frame.astype(str).itertuples(index=False)))
+
+
+@pytest.mark.slow
+def test_ingest_job_runs_under_spark_submit_from_a_zip(tmp_path):
+    corpus = small_corpus(tmp_path, 4)
+    archive = shutil.make_archive(str(tmp_path / "ratio_spark"), "zip", REPO_ROOT, "ratio_spark")
+    jars = ",".join(str(j) for j in ensure_jars())
+    cmd = [
+        str(VENV_BIN / "spark-submit"), "--master", "local[2]", "--jars", jars, "--py-files", archive,
+        str(REPO_ROOT / "jobs" / "ingest.py"),
+        "--conf", str(REPO_ROOT / "conf" / "sample.yaml"),
+        "--set", "spark.master=null", "--set", "spark.jars.mode=provided",
+        "--set", f"tables.root={tmp_path / 'tables'}", "--set", f"inputs.0.path={corpus}",
+    ]
+    result = subprocess.run(cmd, capture_output=True, text=True, env=job_env(), timeout=600, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"from {archive}" in result.stdout  # the zipped package ran, not the checkout
+    assert len(DeltaTable(str(tmp_path / "tables" / "papers")).to_pandas()) == 4
+
+
+@pytest.mark.slow
+def test_a_run_killed_midway_then_rerun_gives_the_same_rows(tmp_path, spark):
+    corpus = small_corpus(tmp_path, 6)
+    overrides = [f"inputs.0.path={corpus}"]
+    reference = load_config(REPO_ROOT / "conf" / "sample.yaml", overrides + [f"tables.root={tmp_path / 'ref'}"])
+    run_ingest(spark, reference)
+    run_segment(spark, reference)
+
+    tables = tmp_path / "tables"
+    cmd = [str(VENV_BIN / "ratio-spark"), "run", "--conf", str(REPO_ROOT / "conf" / "sample.yaml"),
+           "--set", f"tables.root={tables}", "--set", f"inputs.0.path={corpus}"]
+    # First run: killed hard while it writes the sentences table.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=job_env(),
+                            cwd=REPO_ROOT, start_new_session=True)
+    for line in proc.stdout:
+        if "segment:" in line:
+            time.sleep(3)
+            break
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode != 0
+    # Second run completes; every table equals the uninterrupted reference.
+    done = subprocess.run(cmd, capture_output=True, text=True, env=job_env(), cwd=REPO_ROOT, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name in ("papers", "rejects", "sentences"):
+        assert table_rows(str(tables / name)) == table_rows(reference.tables.location(name)), name
