@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import re
 import shutil
 
 import pytest
@@ -122,3 +123,19 @@ def test_a_rerun_yields_the_same_rows(built, spark):
     for name, rows in before.items():
         after = sorted(map(str, spark.read.format("delta").load(config.tables.location(name)).collect()))
         assert after == rows, name
+
+
+@pytest.mark.slow
+def test_the_tables_notebook_runs_against_the_tables(built, tmp_path, monkeypatch):
+    import nbformat
+    from nbclient import NotebookClient
+
+    config = built[0]
+    monkeypatch.setenv("RATIO_TABLES", config.tables.root)
+    notebook = nbformat.read(REPO_ROOT / "notebooks" / "01_ingest_tables.ipynb", as_version=4)
+    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(REPO_ROOT / "notebooks")}}).execute()
+    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert sum("image/png" in o.get("data", {}) for o in outputs) == 2  # the two plots
+    counts = notebook.cells[1].outputs[0]["data"]["text/plain"]
+    assert re.search(rf"^papers\s+{built[1]['papers']}$", counts, re.MULTILINE), counts

@@ -1,0 +1,104 @@
+"""Throughput of ingest + segmentation on a TEI corpus with local[2], against bare reads (docs/performance.md).
+
+Three timings over the same files, each a full Spark action:
+  raw_read      binaryFile read, sum of bytes: what it costs to touch the data at all
+  parse_only    ingest's readers (TEI -> papers) and a count of paragraphs: the corpus read as papers
+  parse_segment the same plus Spark NLP segmentation and normalisation, counting sentences
+plus the real job (run_ingest + run_segment, writing the Delta tables).
+
+    python benchmarks/ingest_segment_throughput.py --corpus ../shared/corpora/acl-emnlp-2014-2018-grobid-tei.tar.gz
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+from pyspark.sql import functions as F
+
+from ratio_spark.config import load_config
+from ratio_spark.ingest import ingest
+from ratio_spark.segment import explode_paragraphs, segment_papers
+from ratio_spark.session import build_spark_session
+from ratio_spark.stages import run_ingest, run_segment
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def extracted(corpus: Path, workdir: Path) -> Path:
+    """An archive is extracted once (file-per-paper input is how corpora of any size are read)."""
+    if corpus.is_dir():
+        return corpus
+    target = workdir / corpus.name.split(".")[0]
+    if not (target / ".done").exists():
+        with tarfile.open(corpus) as archive:
+            archive.extractall(target, filter="data")
+        (target / ".done").write_text("")
+    return target
+
+
+def timed(label, action, results):
+    started = time.perf_counter()
+    value = action()
+    seconds = time.perf_counter() - started
+    results[label] = {"seconds": round(seconds, 2), "count": value}
+    print(f"{label:<16} {seconds:8.1f} s   count={value}", flush=True)
+    return value
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", default=str(REPO.parent / "shared/corpora/acl-emnlp-2014-2018-grobid-tei.tar.gz"))
+    parser.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "ratio-spark-bench"))
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--out", default=str(REPO / "benchmarks/results/ingest_segment_throughput.json"))
+    args = parser.parse_args()
+
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    corpus = extracted(Path(args.corpus), workdir)
+    config = load_config(
+        REPO / "conf/acl.yaml",
+        [f"spark.master={args.master}", f"inputs.0.path={corpus}", f"tables.root={workdir / 'tables'}"],
+    )
+    spark = build_spark_session(config.spark)
+    results: dict = {}
+    # Warm the JVM and the OS page cache so the first timing is not charged for them.
+    spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(str(corpus)).agg(F.sum("length")).collect()
+
+    timed("raw_read", lambda: spark.read.format("binaryFile").option("recursiveFileLookup", "true")
+          .load(str(corpus)).agg(F.sum(F.length("content"))).first()[0], results)
+    papers = ingest(spark, config).papers
+    n_paragraphs = timed("parse_only", lambda: explode_paragraphs(papers).count(), results)
+    n_sentences = timed("parse_segment", lambda: segment_papers(papers, config.segment).count(), results)
+    n_papers = papers.count()
+
+    started = time.perf_counter()
+    ingest_summary = run_ingest(spark, config)
+    segment_summary = run_segment(spark, config)
+    job_seconds = time.perf_counter() - started
+    results["job_ingest_segment_write"] = {"seconds": round(job_seconds, 2), "count": segment_summary["sentences"]}
+
+    results["papers"] = n_papers
+    results["paragraphs"] = n_paragraphs
+    results["sentences"] = n_sentences
+    results["papers_per_second"] = round(n_papers / results["parse_segment"]["seconds"], 1)
+    results["sentences_per_second"] = round(n_sentences / results["parse_segment"]["seconds"], 1)
+    results["job_papers_per_second"] = round(ingest_summary["papers"] / job_seconds, 1)
+    results["job_sentences_per_second"] = round(segment_summary["sentences"] / job_seconds, 1)
+    results["segment_over_parse_only"] = round(results["parse_segment"]["seconds"] / results["parse_only"]["seconds"], 2)
+    results["segment_over_raw_read"] = round(results["parse_segment"]["seconds"] / results["raw_read"]["seconds"], 2)
+    results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "master": args.master}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=2))
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
