@@ -6,12 +6,13 @@ before any Spark work starts. ``ratio-spark config`` prints the resolved configu
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 
 class _Strict(BaseModel):
@@ -103,6 +104,49 @@ class SegmentConfig(_Strict):
     min_letters_ratio: float = 0.5  # below this share of letters a sentence is flagged malformed
 
 
+class MiningConfig(_Strict):
+    """Marker matching over consecutive sentence pairs (the paper's §4.2 and appendix B.1)."""
+
+    lexicon: str = "v1"  # a folder under lexicons/, or a path to a lexicon folder
+    min_chars: int = 35  # query and gold sentences shorter than this are dropped
+    require_comma: bool = True  # a marker counts only when a comma follows it ("For example, ...")
+    max_extension_words: int = 5  # extendable connectives: words after the prefix, up to a comma
+
+
+class SplitRange(_Strict):
+    start: dt.date
+    end: dt.date  # inclusive
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "SplitRange":
+        if self.end < self.start:
+            raise ValueError(f"end {self.end} is before start {self.start}")
+        return self
+
+
+class SplitsConfig(_Strict):
+    """Temporal splits by publication date; the defaults are the paper's."""
+
+    train: SplitRange = Field(default_factory=lambda: SplitRange(start="2015-01-01", end="2025-09-30"))
+    validation: SplitRange = Field(default_factory=lambda: SplitRange(start="2025-10-01", end="2025-12-31"))
+    test: SplitRange = Field(default_factory=lambda: SplitRange(start="2026-01-01", end="2026-05-05"))
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> "SplitsConfig":
+        ranges = sorted(self.ranges().items(), key=lambda kv: kv[1].start)
+        for (a, ra), (b, rb) in zip(ranges, ranges[1:]):
+            if rb.start <= ra.end:
+                raise ValueError(f"splits {a} and {b} overlap ({ra.start}..{ra.end} and {rb.start}..{rb.end})")
+        return self
+
+    def ranges(self) -> dict[str, SplitRange]:
+        return {"train": self.train, "validation": self.validation, "test": self.test}
+
+
+class ReleaseConfig(_Strict):
+    root: str = "data/release"  # Parquet/JSONL per split and BEIR folders per move and split
+
+
 class TablesConfig(_Strict):
     root: str = "data/tables"
     overrides: dict[str, str] = Field(default_factory=dict)  # table name -> location
@@ -117,6 +161,9 @@ class Config(_Strict):
     inputs: list[InputConfig] = Field(default_factory=list)
     ingest: IngestConfig = Field(default_factory=IngestConfig)
     segment: SegmentConfig = Field(default_factory=SegmentConfig)
+    mining: MiningConfig = Field(default_factory=MiningConfig)
+    splits: SplitsConfig = Field(default_factory=SplitsConfig)
+    release: ReleaseConfig = Field(default_factory=ReleaseConfig)
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
