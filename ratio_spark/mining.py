@@ -31,3 +31,151 @@ MINED_PAIRS_SCHEMA = T.StructType(
         T.StructField("gold_text_original", T.StringType(), True),
     ]
 )
+
+
+# ---------------------------------------------------------------------------------------------
+# Pairs and matching
+# ---------------------------------------------------------------------------------------------
+
+import pyarrow as pa  # noqa: E402
+from pyspark.sql import DataFrame, SparkSession, Window  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+from ratio_spark.config import MiningConfig  # noqa: E402
+from ratio_spark.lexicon import Lexicon  # noqa: E402
+from ratio_spark.matching import PairCutter, cut_original  # noqa: E402
+
+# Why a matched pair does not become a row of mined_pairs (the counts reconcile in the summary).
+DROP_MALFORMED = "malformed_sentence"
+DROP_SHORT_QUERY = "short_query"
+DROP_SHORT_GOLD = "short_gold"
+
+_MATCH_FIELDS = [
+    T.StructField("role", T.StringType()),
+    T.StructField("move", T.StringType()),
+    T.StructField("category", T.StringType()),
+    T.StructField("marker", T.StringType()),
+    T.StructField("marker_entry", T.StringType()),
+    T.StructField("marker_source", T.StringType()),
+    T.StructField("query_cut", T.StringType()),
+    T.StructField("query_cut_original", T.StringType()),
+    T.StructField("gold_cut", T.StringType()),
+    T.StructField("gold_cut_original", T.StringType()),
+    T.StructField("drop_reason", T.StringType()),
+]
+
+
+def consecutive_pairs(sentences: DataFrame) -> DataFrame:
+    """Sentence i and i+1 of the same paragraph, with sentence i-1 as context."""
+    paragraph = Window.partitionBy("paper_id", "section_idx", "para_idx").orderBy("sent_idx")
+    return (
+        sentences.select(
+            "paper_id", "pub_date",
+            F.col("sentence_id").alias("query_sentence_id"),
+            F.col("text").alias("query_original"),
+            F.col("norm_text").alias("query_norm"),
+            F.col("norm_flag").alias("query_flag"),
+            F.lag("norm_text").over(paragraph).alias("context_text"),
+            F.lead("sentence_id").over(paragraph).alias("gold_sentence_id"),
+            F.lead("text").over(paragraph).alias("second_original"),
+            F.lead("norm_text").over(paragraph).alias("second_norm"),
+            F.lead("norm_flag").over(paragraph).alias("second_flag"),
+        )
+        .filter(F.col("gold_sentence_id").isNotNull())
+    )
+
+
+def first_words(lexicon: Lexicon) -> list[str]:
+    return sorted({m.text.split()[0] for m in lexicon.markers})
+
+
+def prefilter(pairs: DataFrame, lexicon: Lexicon) -> DataFrame:
+    """Keep pairs whose second sentence starts with the first word of some marker (a JVM filter)."""
+    opening = F.regexp_extract(F.col("second_norm"), r"^([^\s,]+)", 1)
+    return pairs.filter(opening.isin(first_words(lexicon)))
+
+
+def _cut_batch(cutter: PairCutter, batch: pa.RecordBatch) -> list[list]:
+    columns = {name: batch.column(name).to_pylist() for name in
+               ("query_norm", "query_original", "query_flag", "second_norm", "second_original", "second_flag")}
+    out: list[list] = [[] for _ in _MATCH_FIELDS]
+    for i in range(batch.num_rows):
+        second = columns["second_norm"][i] or ""
+        found = cutter.match(second)
+        if found is None:
+            row = [None] * len(_MATCH_FIELDS)
+        else:
+            marker = found.marker
+            gold = cutter.strip_ordinal(second[found.rest_start:])
+            removed_from_second = second[: len(second) - len(gold)] if second.endswith(gold) else second[: found.rest_start]
+            query = cutter.strip_query_marker(columns["query_norm"][i] or "")
+            query_norm = columns["query_norm"][i] or ""
+            removed_from_query = query_norm[: len(query_norm) - len(query)] if query_norm.endswith(query) else ""
+            drop = None
+            if columns["second_flag"][i] is not None or (marker.is_move and columns["query_flag"][i] is not None):
+                drop = DROP_MALFORMED
+            elif marker.is_move and len(query) < cutter.min_chars:
+                drop = DROP_SHORT_QUERY
+            elif len(gold) < cutter.min_chars:
+                drop = DROP_SHORT_GOLD
+            query_original = cut_original(columns["query_original"][i], removed_from_query)
+            row = [
+                marker.role,
+                marker.label if marker.is_move else None,
+                None if marker.is_move else marker.label,
+                found.text,
+                marker.text,
+                marker.source,
+                query,
+                query_original if query_original is not None else columns["query_original"][i],
+                gold,
+                cut_original(columns["second_original"][i], removed_from_second),
+                drop,
+            ]
+        for column, value in zip(out, row):
+            column.append(value)
+    return out
+
+
+def match_markers(pairs: DataFrame, cutter: PairCutter, spark: SparkSession) -> DataFrame:
+    """Apply the broadcast automaton to Arrow batches of pairs; adds the _MATCH_FIELDS columns."""
+    broadcast = spark.sparkContext.broadcast(cutter)
+    out_schema = T.StructType(pairs.schema.fields + _MATCH_FIELDS)
+    arrow_fields = [pa.field(f.name, pa.string()) for f in _MATCH_FIELDS]
+
+    def run(batches):
+        local = broadcast.value
+        for batch in batches:
+            values = _cut_batch(local, batch)
+            arrays = batch.columns + [pa.array(v, type=pa.string()) for v in values]
+            yield pa.RecordBatch.from_arrays(arrays, schema=pa.schema(list(batch.schema) + arrow_fields))
+
+    return pairs.mapInArrow(run, out_schema)
+
+
+def pair_id_column() -> F.Column:
+    return F.concat(F.lit("p"), F.substring(F.sha2(F.concat_ws("|", "query_sentence_id", "gold_sentence_id"), 256), 1, 16))
+
+
+def mine_pairs(
+    spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, config: MiningConfig
+) -> tuple[DataFrame, DataFrame]:
+    """sentences -> (matched pairs with their drop reason, all columns; mined_pairs rows after de-duplication)."""
+    cutter = PairCutter(lexicon, config.require_comma, config.max_extension_words, config.min_chars)
+    matched = match_markers(prefilter(consecutive_pairs(sentences), lexicon), cutter, spark).filter(
+        F.col("role").isNotNull()
+    )
+    kept = matched.filter(F.col("drop_reason").isNull()).withColumn("pair_id", pair_id_column())
+    # De-duplicate on (query, gold): the smallest pair id is kept, so reruns keep the same row.
+    first = Window.partitionBy("query_cut", "gold_cut").orderBy("pair_id")
+    deduplicated = kept.withColumn("_n", F.row_number().over(first)).filter(F.col("_n") == 1)
+    mined = deduplicated.select(
+        "pair_id", "paper_id", "pub_date", "role", "move", "category", "marker", "marker_entry", "marker_source",
+        F.lit(lexicon.version).alias("lexicon_version"),
+        "query_sentence_id", "gold_sentence_id", "context_text",
+        F.col("query_cut").alias("query_text"),
+        F.col("query_cut_original").alias("query_text_original"),
+        F.col("gold_cut").alias("gold_text"),
+        F.col("gold_cut_original").alias("gold_text_original"),
+    )
+    return matched, mined

@@ -100,5 +100,56 @@ def run_segment(spark: SparkSession, config: Config) -> dict[str, Any]:
     return summary
 
 
-STAGES = {"ingest": run_ingest, "segment": run_segment}
-PIPELINE = ["ingest", "segment"]
+def run_mine(spark: SparkSession, config: Config) -> dict[str, Any]:
+    """``sentences`` -> ``mined_pairs`` (+ ``stats_mining``): marker matching over consecutive pairs."""
+    from ratio_spark.lexicon import load_lexicon
+    from ratio_spark.mining import consecutive_pairs, mine_pairs
+
+    started = time.time()
+    lexicon = load_lexicon(config.mining.lexicon)
+    _log(f"mine: lexicon {lexicon.version} ({len(lexicon.markers)} markers), matching consecutive pairs")
+    sentences = read_table(spark, config, "sentences")
+    matched, mined = mine_pairs(spark, sentences, lexicon, config.mining)
+    matched = matched.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        write_table(mined, table_location(config, "mined_pairs"))
+        pairs_examined = consecutive_pairs(sentences).count()
+        outcome = {
+            (r["role"], r["drop_reason"]): r["count"]
+            for r in matched.groupBy("role", "drop_reason").count().collect()
+        }
+    finally:
+        matched.unpersist()
+    written = read_table(spark, config, "mined_pairs")
+    by_label = {
+        f"{r['role']}:{r['label']}": r["count"]
+        for r in written.groupBy("role", F.coalesce("move", "category").alias("label")).count().collect()
+    }
+    matched_total = sum(outcome.values())
+    kept = sum(n for (role, reason), n in outcome.items() if reason is None)
+    dropped = {reason: sum(n for (_, r), n in outcome.items() if r == reason) for _, reason in outcome if reason}
+    rows = written.count()
+    summary = {
+        "stage": "mine",
+        "lexicon_version": lexicon.version,
+        "consecutive_pairs_examined": pairs_examined,
+        "pairs_opening_with_a_marker": matched_total,
+        "dropped_by_reason": dropped,
+        "duplicates_removed": kept - rows,
+        "mined_pairs": rows,
+        "mined_by_move_or_category": dict(sorted(by_label.items())),
+        "tables": {"mined_pairs": table_location(config, "mined_pairs"), "stats_mining": table_location(config, "stats_mining")},
+        "seconds": round(time.time() - started, 1),
+    }
+    stats = spark.createDataFrame(
+        [(lexicon.version, pairs_examined, matched_total, kept, kept - rows, rows)],
+        "lexicon_version string, pairs_examined long, matched long, kept long, duplicates long, mined_pairs long",
+    )
+    write_table(stats, table_location(config, "stats_mining"))
+    if matched_total != kept + sum(dropped.values()):
+        raise ReconciliationError("mine: matched pairs != kept + dropped")
+    return summary
+
+
+STAGES = {"ingest": run_ingest, "segment": run_segment, "mine": run_mine}
+PIPELINE = ["ingest", "segment", "mine"]
