@@ -194,3 +194,26 @@ def test_body_shorter_than_the_minimum_is_empty():
     obj = {"paper_id": "x", "pub_date": "2020", "sections": [{"heading": "A", "paragraphs": ["y" * 99]}]}
     assert parse_one("jsonl", json.dumps(obj).encode(), "x.json", min_body_chars=100)["reject_reason"] == "empty_body"
     assert parse_one("jsonl", json.dumps(obj).encode(), "x.json", min_body_chars=99)["reject_reason"] is None
+
+
+def test_versioned_anthology_ids_are_one_paper_with_the_year():
+    from ratio_spark.ingest.records import canonical_paper_id, date_from_anthology_id
+
+    assert canonical_paper_id("P16-1200v2.1") == canonical_paper_id("P16-1200v2") == "P16-1200"
+    assert canonical_paper_id("2020.acl-main.1v2") == "2020.acl-main.1"
+    assert canonical_paper_id("notes-v2") == "notes-v2"
+    assert date_from_anthology_id(canonical_paper_id("P14-1136v2"))["pub_date"].year == 2014
+
+
+def test_a_repeated_xml_id_in_grobid_output_is_not_malformed():
+    from ratio_spark.ingest.options import ReaderOptions
+    from ratio_spark.ingest.tei import parse_tei
+
+    body = "<p>" + "We parse papers. " * 20 + '<formula xml:id="formula_1">x</formula></p><p><formula xml:id="formula_1">y</formula>More text follows here.</p>'
+    tei = (
+        '<TEI xmlns="http://www.tei-c.org/ns/1.0"><teiHeader><fileDesc><titleStmt><title>T</title></titleStmt>'
+        '<publicationStmt><date when="2016-08-07"/></publicationStmt></fileDesc></teiHeader>'
+        f"<text><body><div><head>Intro</head>{body}</div></body></text></TEI>"
+    ).encode()
+    [record] = parse_tei(tei, "x/P16-1001v2.tei.xml", ReaderOptions("t", "tei"))
+    assert record["reject_reason"] is None and record["paper_id"] == "P16-1001"

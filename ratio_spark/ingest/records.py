@@ -100,6 +100,8 @@ _YEAR = re.compile(r"(?<!\d)(1[89]\d\d|20\d\d)(?!\d)")
 _MONTH_WORD = re.compile(r"\b(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\b", re.IGNORECASE)
 # Old-style ACL Anthology ids (P14-1001) and new-style ones (2020.acl-main.1).
 _ANTHOLOGY_OLD = re.compile(r"^([A-Z])(\d{2})-\d{4}$")
+# A revised upload carries a version suffix: P16-1200v2, P16-1200v2.1.
+_ANTHOLOGY_VERSION = re.compile(r"^([A-Z]\d{2}-\d{4}|(?:19|20)\d\d\.[a-z0-9]+-[a-z0-9]+\.\d+)v\d+(?:\.\d+)*$")
 _ANTHOLOGY_NEW = re.compile(r"^((?:19|20)\d\d)\.[a-z0-9]+-[a-z0-9]+\.\d+$")
 
 
@@ -142,6 +144,12 @@ def parse_free_text_date(text: str | None) -> ParsedDate | None:
     if month_match:
         return {"pub_date": dt.date(year, _MONTHS[month_match.group(1).lower()], 1), "date_precision": "month"}
     return {"pub_date": dt.date(year, 1, 1), "date_precision": "year"}
+
+
+def canonical_paper_id(paper_id: str) -> str:
+    """An ACL Anthology id without its version suffix (P16-1200v2 -> P16-1200): versions are one paper."""
+    match = _ANTHOLOGY_VERSION.match(paper_id)
+    return match.group(1) if match else paper_id
 
 
 def date_from_anthology_id(paper_id: str | None) -> ParsedDate | None:

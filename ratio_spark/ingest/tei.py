@@ -6,7 +6,14 @@ import re
 
 from lxml import etree
 
-from ratio_spark.ingest.records import ParsedRecord, Reason, paper_id_from_path, reject, resolve_date
+from ratio_spark.ingest.records import (
+    ParsedRecord,
+    Reason,
+    canonical_paper_id,
+    paper_id_from_path,
+    reject,
+    resolve_date,
+)
 from ratio_spark.ingest.options import ReaderOptions
 from ratio_spark.text import dehyphenate
 
@@ -56,7 +63,7 @@ def _sections(root: etree._Element, options: ReaderOptions) -> list[dict]:
 
 def parse_tei(data: bytes, source_path: str, options: ReaderOptions) -> list[ParsedRecord]:
     """Parse one TEI file into a paper record, or a reject saying why it cannot be used."""
-    paper_id = paper_id_from_path(source_path) or None
+    paper_id = canonical_paper_id(paper_id_from_path(source_path)) or None
     if not data.strip():
         return [reject(FORMAT, source_path, Reason.EMPTY_FILE, "the file has no content", paper_id)]
     try:
@@ -65,7 +72,8 @@ def parse_tei(data: bytes, source_path: str, options: ReaderOptions) -> list[Par
         if not data.lstrip().startswith(b"<?xml") or b"encoding=" not in data[:200]:
             return [reject(FORMAT, source_path, Reason.UNDECODABLE_BYTES, f"not valid UTF-8: {exc}", paper_id)]
     try:
-        parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
+        # collect_ids=False: GROBID sometimes repeats an xml:id (formula_15), harmless for reading.
+        parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True, collect_ids=False)
         root = etree.fromstring(data, parser)
     except etree.XMLSyntaxError as exc:
         reason = Reason.UNDECODABLE_BYTES if "encoding" in str(exc).lower() or "utf-8" in str(exc).lower() else Reason.MALFORMED_XML
