@@ -1,0 +1,106 @@
+"""Pairs per second for pairing + marker matching, against a bare scan of the same pairs (docs/performance.md).
+
+For each scale (1x, 2x, 4x the corpus, made by replicating its sentences under new paper ids and
+written to Delta first so every run reads from disk the same way):
+  bare_scan   read sentences, form consecutive pairs, count them
+  vectorised  the same pairs, JVM pre-filter + Aho-Corasick in Arrow batches (mapInArrow), count matches
+  row_udf     (1x only) the same matching as a row-at-a-time Python UDF, for comparison
+
+    python benchmarks/mining_throughput.py --sentences /tmp/acl-tables/sentences --lexicon v1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ratio_spark.config import MiningConfig, load_config
+from ratio_spark.lexicon import load_lexicon
+from ratio_spark.matching import PairCutter
+from ratio_spark.mining import consecutive_pairs, match_markers, prefilter
+from ratio_spark.session import build_spark_session
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def timed(action):
+    started = time.perf_counter()
+    value = action()
+    return time.perf_counter() - started, value
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sentences", required=True, help="a sentences Delta table (e.g. of conf/acl.yaml)")
+    parser.add_argument("--lexicon", default="v1")
+    parser.add_argument("--scales", default="1,2,4")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "ratio-spark-mining-bench"))
+    parser.add_argument("--out", default=str(REPO / "benchmarks/results/mining_throughput.json"))
+    args = parser.parse_args()
+
+    config = load_config(REPO / "conf/local.yaml", [f"spark.master={args.master}"])
+    spark = build_spark_session(config.spark)
+    lexicon = load_lexicon(args.lexicon)
+    cutter = PairCutter(lexicon, **MiningConfig().model_dump(include={"require_comma", "max_extension_words", "min_chars"}))
+    base = spark.read.format("delta").load(args.sentences)
+    results: dict = {"lexicon": lexicon.version, "markers": len(lexicon.markers), "master": args.master,
+                     "cpus": os.cpu_count(), "scales": {}}
+
+    for scale in [int(s) for s in args.scales.split(",")]:
+        location = f"{args.workdir}/sentences_x{scale}"
+        if not Path(location).exists():
+            copies = [base.withColumn("paper_id", F.concat("paper_id", F.lit(f"#r{i}"))) for i in range(scale)]
+            replicated = copies[0]
+            for copy in copies[1:]:
+                replicated = replicated.unionByName(copy)
+            replicated = replicated.withColumn("sentence_id", F.concat_ws(":", "paper_id", "section_idx", "para_idx", "sent_idx"))
+            replicated.write.format("delta").mode("overwrite").save(location)
+        sentences = spark.read.format("delta").load(location)
+        pairs = consecutive_pairs(sentences)
+        pairs.count()  # warm the JVM and the page cache
+        bare_seconds, n_pairs = timed(lambda: consecutive_pairs(sentences).count())
+        match_seconds, n_matched = timed(
+            lambda: match_markers(prefilter(consecutive_pairs(sentences), lexicon), cutter, spark)
+            .filter(F.col("role").isNotNull()).count()
+        )
+        row = {
+            "pairs": n_pairs, "matched": n_matched,
+            "bare_scan_seconds": round(bare_seconds, 2), "matching_seconds": round(match_seconds, 2),
+            "bare_pairs_per_second": round(n_pairs / bare_seconds), "matching_pairs_per_second": round(n_pairs / match_seconds),
+            "matching_over_bare": round(match_seconds / bare_seconds, 2),
+        }
+        if scale == 1:
+            broadcast = spark.sparkContext.broadcast(cutter)
+
+            @F.udf(T.StringType())
+            def marker_of(text):
+                found = broadcast.value.match(text or "")
+                return found.marker.text if found else None
+
+            udf_seconds, udf_matched = timed(
+                lambda: consecutive_pairs(sentences).filter(marker_of("second_norm").isNotNull()).count()
+            )
+            row.update({"row_udf_seconds": round(udf_seconds, 2), "row_udf_matched": udf_matched,
+                        "row_udf_over_vectorised": round(udf_seconds / match_seconds, 2)})
+        results["scales"][f"{scale}x"] = row
+        print(f"{scale}x: {json.dumps(row)}", flush=True)
+
+    if "1x" in results["scales"] and "4x" in results["scales"]:
+        results["time_4x_over_1x"] = round(
+            results["scales"]["4x"]["matching_seconds"] / results["scales"]["1x"]["matching_seconds"], 2
+        )
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=2))
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
