@@ -12,7 +12,8 @@ The rules, in order, for a consecutive pair (first sentence q, second sentence s
    marker is the prefix with its extension. Of several matching markers the longest matched text
    wins; on a tie, a listed marker beats an extension.
 2. The gold (or distractor) sentence is the rest of s after the marker and its comma, with a leading
-   ordinal or list prefix removed ("firstly", "second,", "(i)").
+   list prefix ("(i)") or ordinal removed: an ordinal followed by a comma ("second, we"), or an
+   -ly ordinal without one ("firstly we"); "second order features" is left alone.
 3. The query is q with one leading discourse marker removed: any lexicon marker or ordinal followed by
    a comma ("however,", "first,", "in particular,").
 4. A pair is dropped when either sentence was flagged malformed at segmentation, or the query or the
@@ -54,8 +55,12 @@ class PairCutter:
         self.longest = max(len(m.text) for m in self.markers)
         self._extension = re.compile(r"((?:\s+[^\s,]+){0,%d}?)\s*,\s*" % max_extension_words)
         ordinals = "|".join(map(re.escape, sorted(lexicon.ordinals, key=len, reverse=True)))
-        # Gold: "firstly we" and "first, we" both lose the ordinal. Query: only "first, ...".
-        self._ordinal = re.compile(r"(?:%s)(?![\w\-'’])\s*,?\s*" % ordinals) if ordinals else None
+        ly_ordinals = "|".join(map(re.escape, sorted((o for o in lexicon.ordinals if o.endswith("ly")), key=len, reverse=True)))
+        # Gold: "first, we" loses the ordinal, and so does an -ly adverb without a comma ("firstly we");
+        # "second order features" keeps its words. Query: only "first, ...".
+        self._ordinal = (
+            re.compile(r"(?:(?:%s)\s*,|(?:%s)(?![\w\-'’]))\s*" % (ordinals, ly_ordinals or "(?!)")) if ordinals else None
+        )
         self._ordinal_comma = re.compile(r"(?:%s)\s*,\s*" % ordinals) if ordinals else None
 
     def match(self, text: str) -> MarkerMatch | None:

@@ -1,11 +1,22 @@
 """Mine query-gold pairs: consecutive sentences whose second sentence opens with a lexicon marker.
 
-(Implementation in progress; the table contract below is what later stages rely on.)
+Pairs are formed in the JVM (a window over each paragraph), a JVM pre-filter keeps the pairs whose
+second sentence starts with the first word of some marker, and the Aho-Corasick matching and the
+cutting rules (``ratio_spark.matching``) run over Arrow batches with ``mapInArrow``, the automaton
+built once on the driver and broadcast.
 """
 
 from __future__ import annotations
 
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
+
+from ratio_spark import spans
+from ratio_spark.config import MiningConfig
+from ratio_spark.lexicon import Lexicon
+from ratio_spark.matching import PairCutter, cut_original
 
 # The ``mined_pairs`` table: one row per consecutive pair whose second sentence opens with a marker.
 # role = move: a query-gold pair of ``move``; role = distractor: the second sentence, its marker
@@ -37,14 +48,6 @@ MINED_PAIRS_SCHEMA = T.StructType(
 # Pairs and matching
 # ---------------------------------------------------------------------------------------------
 
-import pyarrow as pa  # noqa: E402
-from pyspark.sql import DataFrame, SparkSession, Window  # noqa: E402
-from pyspark.sql import functions as F  # noqa: E402
-
-from ratio_spark.config import MiningConfig  # noqa: E402
-from ratio_spark.lexicon import Lexicon  # noqa: E402
-from ratio_spark.matching import PairCutter, cut_original  # noqa: E402
-
 # Why a matched pair does not become a row of mined_pairs (the counts reconcile in the summary).
 DROP_MALFORMED = "malformed_sentence"
 DROP_SHORT_QUERY = "short_query"
@@ -66,22 +69,18 @@ _MATCH_FIELDS = [
 
 
 def consecutive_pairs(sentences: DataFrame) -> DataFrame:
-    """Sentence i and i+1 of the same paragraph, with sentence i-1 as context."""
-    paragraph = Window.partitionBy("paper_id", "section_idx", "para_idx").orderBy("sent_idx")
-    return (
-        sentences.select(
-            "paper_id", "pub_date",
-            F.col("sentence_id").alias("query_sentence_id"),
-            F.col("text").alias("query_original"),
-            F.col("norm_text").alias("query_norm"),
-            F.col("norm_flag").alias("query_flag"),
-            F.lag("norm_text").over(paragraph).alias("context_text"),
-            F.lead("sentence_id").over(paragraph).alias("gold_sentence_id"),
-            F.lead("text").over(paragraph).alias("second_original"),
-            F.lead("norm_text").over(paragraph).alias("second_norm"),
-            F.lead("norm_flag").over(paragraph).alias("second_flag"),
-        )
-        .filter(F.col("gold_sentence_id").isNotNull())
+    """Sentence i and i+1 of the same paragraph (``spans.consecutive_pairs``), named as mining uses them."""
+    return spans.consecutive_pairs(sentences).select(
+        "paper_id", "pub_date",
+        F.col("first_sentence_id").alias("query_sentence_id"),
+        F.col("first_text").alias("query_original"),
+        F.col("first_norm_text").alias("query_norm"),
+        F.col("first_norm_flag").alias("query_flag"),
+        F.col("context_norm_text").alias("context_text"),
+        F.col("second_sentence_id").alias("gold_sentence_id"),
+        F.col("second_text").alias("second_original"),
+        F.col("second_norm_text").alias("second_norm"),
+        F.col("second_norm_flag").alias("second_flag"),
     )
 
 

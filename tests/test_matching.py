@@ -83,7 +83,9 @@ def test_without_require_comma_a_word_boundary_is_enough(lexicon):
 
 def test_gold_loses_ordinal_and_list_prefixes(cutter):
     assert cutter.strip_ordinal("firstly, we train a model.") == "we train a model."
-    assert cutter.strip_ordinal("second we train a model.") == "we train a model."
+    assert cutter.strip_ordinal("secondly we train a model.") == "we train a model."
+    assert cutter.strip_ordinal("second, we train a model.") == "we train a model."
+    assert cutter.strip_ordinal("second order features are used.") == "second order features are used."
     assert cutter.strip_ordinal("(i) we train a model.") == "we train a model."
     assert cutter.strip_ordinal("first-order logic is used.") == "first-order logic is used."
     assert cutter.strip_ordinal("finally") == "finally"  # nothing would be left
