@@ -23,12 +23,12 @@ def _add_config_args(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ratio-spark", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, help_text in [
-        ("config", "print the resolved configuration and exit"),
-        ("ingest", "read the configured inputs into the papers and rejects tables"),
-        ("segment", "split papers into the sentences table"),
-        ("run", "run every stage in order: ingest, segment"),
-    ]:
+    from ratio_spark.stages import PIPELINE, STAGES
+
+    commands = [("config", "print the resolved configuration and exit")]
+    commands += [(name, (STAGES[name].__doc__ or "").strip().splitlines()[0]) for name in PIPELINE]
+    commands += [("run", "run every stage in order: " + ", ".join(PIPELINE))]
+    for name, help_text in commands:
         _add_config_args(sub.add_parser(name, help=help_text))
     jars = sub.add_parser("jars", help="fetch the Delta Lake and Spark NLP jars with Maven (cached) and list them")
     jars.add_argument("--profile", default="spark35")
