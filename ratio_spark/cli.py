@@ -36,17 +36,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _print_value(key: str, value, indent: int) -> None:
+    pad = "  " * indent
+    if isinstance(value, dict):
+        print(f"{pad}{key}:")
+        for k, v in value.items():
+            _print_value(str(k), v, indent + 1)
+    elif isinstance(value, list):
+        print(f"{pad}{key + ':':<{max(32 - 2 * indent, 8)}} {', '.join(map(str, value))}")
+    else:
+        print(f"{pad}{key:<{max(32 - 2 * indent, 8)}} {value}")
+
+
 def _print_summary(summary: dict) -> None:
     print(f"\n== {summary['stage']} ==")
     for key, value in summary.items():
-        if key == "stage":
-            continue
-        if isinstance(value, dict):
-            print(f"  {key}:")
-            for k, v in value.items():
-                print(f"    {k:<28} {v}")
-        else:
-            print(f"  {key:<30} {value}")
+        if key != "stage":
+            _print_value(key, value, 1)
 
 
 def run_stages(config: Config, stages: list[str]) -> list[dict]:

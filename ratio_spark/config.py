@@ -90,14 +90,21 @@ class SegmentConfig(_Strict):
     abbreviations: list[str] = Field(
         default_factory=lambda: [
             "Fig", "Figs", "Eq", "Eqs", "Sec", "Secs", "Sect", "Tab", "Tabs", "Ch", "App", "Ref", "Refs",
-            "Def", "Thm", "Prop", "Alg", "No", "Nos", "Vol", "pp", "cf", "vs", "resp", "approx", "ca",
-            "viz", "etc", "Dr", "Prof", "Mr", "Mrs", "Ms", "Jr", "Inc", "Ltd", "Co", "Corp",
-        ]
+            "Def", "Thm", "Prop", "Alg", "No", "Nos", "Vol", "pp", "cf", "c.f", "e.g", "i.e", "a.k.a", "w.r.t",
+            "vs", "resp", "approx", "ca", "viz", "Dr", "Prof", "Mr", "Mrs", "Ms", "Jr", "Inc", "Ltd", "Co", "Corp",
+        ]  # not "etc": it often ends a sentence, and Spark NLP's own list keeps "etc. and", "etc.,"
     )
     protect_et_al: bool = True  # "et al." is a sentence end only before a capitalised word
     use_abbreviations: bool = True  # Spark NLP's own abbreviation handling
-    detect_lists: bool = True
-    custom_bounds: list[str] = Field(default_factory=list)
+    # Spark NLP's list detection splits before any lowercase word in parentheses ("the nodes | (nouns)")
+    # and before "3. " ("in Section | 3. The"): far more harm than help on papers.
+    detect_lists: bool = False
+    # Split after a closing bracket or quote that follows a sentence end (masked by segment.MASK, U+E000)
+    # and precedes a capital: "(as shown above.) | Next". Zero-width: a bound that consumes characters
+    # makes Spark NLP 5.5.3 return wrong offsets.
+    custom_bounds: list[str] = Field(
+        default_factory=lambda: ["(?<=[.?!\\uE000][)\\]\u201d\u2019\"'])(?=\\s[A-Z])"]
+    )
     min_length: int = 0
     max_length: int = 99999
     split_length: int | None = None
@@ -132,11 +139,12 @@ class SplitsConfig(_Strict):
     test: SplitRange = Field(default_factory=lambda: SplitRange(start="2026-01-01", end="2026-05-05"))
 
     @model_validator(mode="after")
-    def _disjoint(self) -> "SplitsConfig":
-        ranges = sorted(self.ranges().items(), key=lambda kv: kv[1].start)
+    def _in_time_order(self) -> "SplitsConfig":
+        # In time order and disjoint: the pools keep later splits clean of what earlier ones contain.
+        ranges = list(self.ranges().items())
         for (a, ra), (b, rb) in zip(ranges, ranges[1:]):
             if rb.start <= ra.end:
-                raise ValueError(f"splits {a} and {b} overlap ({ra.start}..{ra.end} and {rb.start}..{rb.end})")
+                raise ValueError(f"split {b} must start after {a} ends ({a}: {ra.start}..{ra.end}, {b}: {rb.start}..{rb.end})")
         return self
 
     def ranges(self) -> dict[str, SplitRange]:

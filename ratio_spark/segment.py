@@ -39,12 +39,20 @@ def mask_abbreviation_periods(text: Column, config: SegmentConfig) -> Column:
     """Replace periods that cannot end a sentence with MASK (JVM regexes)."""
     out = text
     if config.abbreviations:
-        alternatives = "|".join(sorted({a.strip(".") for a in config.abbreviations}, key=len, reverse=True))
+        names = sorted({a.strip(".") for a in config.abbreviations}, key=len, reverse=True)
+        alternatives = "|".join(name.replace(".", r"\.") for name in names)  # "e.g" must not match "eXg"
         # "Fig. 3", "Eq. (2)", "cf. Smith": the abbreviation followed by more text on the same sentence.
         out = F.regexp_replace(out, rf"(?<![\w.])({alternatives})\.(?=\s*\S)", "$1" + MASK)
     if config.protect_et_al:
         # "et al. (2019)", "et al., 2019", "et al. showed": not before a capitalised new sentence.
         out = F.regexp_replace(out, r"\bet al\.(?=\s*[\(\[,;:a-z0-9])", "et al" + MASK)
+    # Runs of periods ("...", ". . ."): only the last one may end a sentence, and only before a capital.
+    out = F.regexp_replace(out, r"\.(?=\s?\.)|(?<=\.\s?)\.(?!\s+[A-Z])", MASK)
+    # Right before , ; : a period never ends a sentence ("U.S.,", "approx.:").
+    out = F.regexp_replace(out, r"\.(?=[,;:])", MASK)
+    # Before a closing bracket or quote the sentence ends after the closer, not between the two:
+    # "(as shown above.) Next", "“stop.” Then". SegmentConfig.custom_bounds splits after the closer.
+    out = F.regexp_replace(out, "\\.(?=[)\\]\u201d\u2019\"'])", MASK)
     return out
 
 

@@ -10,13 +10,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from ratio_spark.config import Config
+from ratio_spark.errors import ReconciliationError
 from ratio_spark.ingest import ingest
 from ratio_spark.segment import segment_papers
 from ratio_spark.tables import read_table, table_location, write_table
-
-
-class ReconciliationError(RuntimeError):
-    """Counts that must add up do not: something was lost or made up."""
 
 
 def _log(message: str) -> None:
@@ -151,5 +148,63 @@ def run_mine(spark: SparkSession, config: Config) -> dict[str, Any]:
     return summary
 
 
-STAGES = {"ingest": run_ingest, "segment": run_segment, "mine": run_mine}
-PIPELINE = ["ingest", "segment", "mine"]
+def run_pools(spark: SparkSession, config: Config) -> dict[str, Any]:
+    """``mined_pairs`` -> temporal splits, shared candidate pools (``queries``, ``candidates``), leakage checks, ``stats_*``."""
+    from ratio_spark.leakage import check_leakage
+    from ratio_spark.pools import build_pools
+    from ratio_spark.splits import assign_splits
+    from ratio_spark.stats import benchmark_stats
+
+    started = time.time()
+    mined = read_table(spark, config, "mined_pairs")
+    _log("pools: assigning temporal splits and building the shared candidate pool of each split")
+    assignment = assign_splits(mined, config.splits)
+    split_summary = assignment.summary()
+    build = build_pools(assignment.pairs)
+    write_table(build.queries, table_location(config, "queries"), partition_by=["split"])
+    write_table(build.candidates, table_location(config, "candidates"), partition_by=["split"])
+    pool_summary = build.summary()
+    queries, candidates = read_table(spark, config, "queries"), read_table(spark, config, "candidates")
+    _log("pools: leakage checks")
+    leakage = check_leakage(queries, candidates, config.splits)
+    pairs_examined = read_table(spark, config, "stats_mining").first()["pairs_examined"]
+    stats = benchmark_stats(mined, queries, candidates, pairs_examined)
+    for name, frame in stats.items():
+        write_table(frame, table_location(config, name))
+    yields = {
+        r["label"]: {"pairs": r["pairs"], "per_1000_pairs": round(r["pairs_per_1000"], 3)}
+        for r in read_table(spark, config, "stats_yield").collect()
+        if r["role"] == "move"
+    }
+    return {
+        "stage": "pools",
+        **{k: v for k, v in split_summary.items() if k != "pairs_by_split"},
+        "pairs_by_split": split_summary["pairs_by_split"],
+        "splits": pool_summary["splits"],
+        "yield_per_1000_consecutive_pairs": yields,
+        "consecutive_pairs_examined": pairs_examined,
+        **leakage,
+        "tables": {name: table_location(config, name) for name in ["queries", "candidates", *stats]},
+        "seconds": round(time.time() - started, 1),
+    }
+
+
+def run_export(spark: SparkSession, config: Config) -> dict[str, Any]:
+    """``queries`` + ``candidates`` -> the release: Parquet and JSONL per split, BEIR folders per move and split."""
+    from ratio_spark.export import export_release
+
+    started = time.time()
+    _log(f"export: writing the release to {config.release.root}")
+    manifest = export_release(read_table(spark, config, "queries"), read_table(spark, config, "candidates"), config.release.root)
+    return {
+        "stage": "export",
+        "release": config.release.root,
+        "splits": manifest.get("splits", {}),
+        "beir_folders": sum(len(splits) for splits in manifest.get("beir", {}).values()),
+        "beir_skipped": manifest.get("beir_skipped", []),
+        "seconds": round(time.time() - started, 1),
+    }
+
+
+STAGES = {"ingest": run_ingest, "segment": run_segment, "mine": run_mine, "pools": run_pools, "export": run_export}
+PIPELINE = ["ingest", "segment", "mine", "pools", "export"]

@@ -6,9 +6,6 @@ from pyspark.sql import DataFrame, SparkSession
 
 from ratio_spark.config import Config
 
-TABLE_NAMES = ("papers", "rejects", "sentences")
-
-
 def table_location(config: Config, name: str) -> str:
     return config.tables.location(name)
 

@@ -60,3 +60,11 @@ def test_resolved_config_prints_as_yaml_that_loads_back(tmp_path):
     again.write_text(config.to_yaml())
     assert load_config(again) == config
     assert yaml.safe_load(config.to_yaml())["spark"]["jars"]["mode"] == "packages"
+
+
+def test_splits_must_be_in_time_order():
+    with pytest.raises(ConfigError, match="split validation must start after train ends"):
+        load_config(
+            REPO_ROOT / "conf" / "sample.yaml",
+            ["splits.validation.start=2014-06-01", "splits.validation.end=2014-12-31"],
+        )
