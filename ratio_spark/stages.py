@@ -176,6 +176,15 @@ def run_pools(spark: SparkSession, config: Config) -> dict[str, Any]:
         for r in read_table(spark, config, "stats_yield").collect()
         if r["role"] == "move"
     }
+    matches = read_table(spark, config, "stats_marker_matches").filter(F.col("role") == "move").collect()
+    top_markers = {
+        move: {r["marker_entry"]: r["pairs"] for r in sorted((r for r in matches if r["label"] == move), key=lambda r: -r["pairs"])[:5]}
+        for move in ("address", "broaden", "specify")
+    }
+    markers_matched = {
+        f"{r['label']} ({r['marker_source']})": r["markers_matched"]
+        for r in read_table(spark, config, "stats_marker_sources").filter(F.col("role") == "move").collect()
+    }
     return {
         "stage": "pools",
         **{k: v for k, v in split_summary.items() if k != "pairs_by_split"},
@@ -183,6 +192,8 @@ def run_pools(spark: SparkSession, config: Config) -> dict[str, Any]:
         "splits": pool_summary["splits"],
         "yield_per_1000_consecutive_pairs": yields,
         "consecutive_pairs_examined": pairs_examined,
+        "markers_with_matches_by_move_and_source": markers_matched,
+        "top_markers_by_move": top_markers,
         **leakage,
         "tables": {name: table_location(config, name) for name in ["queries", "candidates", *stats]},
         "seconds": round(time.time() - started, 1),

@@ -21,7 +21,7 @@ fi
 
 # Reinstall only when the dependency list changed (pip's cache makes a fresh venv cheap, too).
 stamp="$VENV/.ratio-spark-installed"
-want="$(sha256sum pyproject.toml | cut -c1-16)-$EXTRAS"
+want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)-$EXTRAS"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing ratio-spark[$EXTRAS] and its pinned dependencies"
   "$VENV/bin/pip" install -q -e ".[$EXTRAS]"
