@@ -16,7 +16,7 @@ from deltalake import DeltaTable
 
 from ratio_spark.config import load_config
 from ratio_spark.jars import ensure_jars
-from ratio_spark.stages import run_ingest, run_segment
+from ratio_spark.stages import PIPELINE, STAGES
 
 from conftest import REPO_ROOT
 
@@ -63,13 +63,17 @@ def test_ingest_job_runs_under_spark_submit_from_a_zip(tmp_path):
 def test_a_run_killed_midway_then_rerun_gives_the_same_rows(tmp_path, spark):
     corpus = small_corpus(tmp_path, 6)
     overrides = [f"inputs.0.path={corpus}"]
-    reference = load_config(REPO_ROOT / "conf" / "sample.yaml", overrides + [f"tables.root={tmp_path / 'ref'}"])
-    run_ingest(spark, reference)
-    run_segment(spark, reference)
+    reference = load_config(
+        REPO_ROOT / "conf" / "sample.yaml",
+        overrides + [f"tables.root={tmp_path / 'ref'}", f"release.root={tmp_path / 'ref-release'}"],
+    )
+    for stage in PIPELINE:
+        STAGES[stage](spark, reference)
 
     tables = tmp_path / "tables"
     cmd = [str(VENV_BIN / "ratio-spark"), "run", "--conf", str(REPO_ROOT / "conf" / "sample.yaml"),
-           "--set", f"tables.root={tables}", "--set", f"inputs.0.path={corpus}"]
+           "--set", f"tables.root={tables}", "--set", f"inputs.0.path={corpus}",
+           "--set", f"release.root={tmp_path / 'release'}"]
     # First run: killed hard while it writes the sentences table.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=job_env(),
                             cwd=REPO_ROOT, start_new_session=True)
@@ -83,5 +87,6 @@ def test_a_run_killed_midway_then_rerun_gives_the_same_rows(tmp_path, spark):
     # Second run completes; every table equals the uninterrupted reference.
     done = subprocess.run(cmd, capture_output=True, text=True, env=job_env(), cwd=REPO_ROOT, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    for name in ("papers", "rejects", "sentences"):
+    for name in ("papers", "rejects", "sentences", "mined_pairs", "queries", "candidates"):
         assert table_rows(str(tables / name)) == table_rows(reference.tables.location(name)), name
+    assert (tmp_path / "release" / "manifest.json").read_text() == (tmp_path / "ref-release" / "manifest.json").read_text()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
@@ -12,7 +13,7 @@ from pyspark.sql import functions as F
 
 from ratio_spark.config import load_config
 from ratio_spark.segment import explode_paragraphs
-from ratio_spark.stages import run_ingest, run_segment
+from ratio_spark.stages import run_export, run_ingest, run_mine, run_pools, run_segment
 
 from conftest import REPO_ROOT
 
@@ -23,7 +24,9 @@ def make_corpus(root, n_real=12):
     """n_real real papers plus one file per failure we must survive."""
     corpus = root / "corpus"
     corpus.mkdir()
-    real = sorted(p for p in SAMPLE.glob("*.gz") if "000.tei" not in p.name)[:n_real]
+    # Papers of 2016, 2017 and 2018, so that the conf's train, validation and test splits all get some.
+    by_year = [sorted(p for p in SAMPLE.glob(f"D1{y}-*.gz") if "000.tei" not in p.name) for y in (6, 7, 8)]
+    real = [p for papers in zip(*by_year) for p in papers][:n_real]
     for path in real:
         shutil.copy(path, corpus / path.name)
     text = gzip.decompress(real[0].read_bytes())
@@ -63,6 +66,14 @@ def built(spark, tmp_path_factory):
     ingest_summary = run_ingest(spark, config)
     segment_summary = run_segment(spark, config)
     return config, ingest_summary, segment_summary, n_real, expected
+
+
+@pytest.fixture(scope="module")
+def benchmark(built, spark):
+    """The rest of the pipeline on the same real papers: mine, pools (with leakage checks), export."""
+    config = built[0]
+    config = config.model_copy(update={"release": config.release.model_copy(update={"root": str(Path(config.tables.root).parent / "release")})})
+    return config, run_mine(spark, config), run_pools(spark, config), run_export(spark, config)
 
 
 def test_every_input_record_is_a_paper_or_a_reject_with_its_reason(built, spark):
@@ -112,14 +123,33 @@ def test_tables_read_back_without_a_jvm(built, spark):
         assert len(frame) == spark.read.format("delta").load(location).count() > 0
 
 
-def test_a_rerun_yields_the_same_rows(built, spark):
-    config = built[0]
+def test_real_papers_mine_into_leak_free_pools_and_a_loadable_release(benchmark, spark):
+    from beir.datasets.data_loader import GenericDataLoader
+
+    config, mined, pools, export = benchmark
+    assert mined["mined_pairs"] > 0 and mined["mined_by_move_or_category"].get("move:specify", 0) > 0
+    assert "text_in_two_splits" in pools["leakage_checks_passed"]
+    assert {split for split, sizes in pools["splits"].items() if sizes["queries"]} == {"train", "validation", "test"}
+    queries = spark.read.format("delta").load(config.tables.location("queries"))
+    assert queries.count() == sum(sizes["queries"] for sizes in pools["splits"].values())
+    split, move = "test", "specify"
+    corpus, beir_queries, qrels = GenericDataLoader(
+        str(Path(config.release.root) / "beir" / move / split)
+    ).load(split=split)
+    assert len(beir_queries) == pools["splits"][split]["queries_by_move"][move]
+    assert len(corpus) == pools["splits"][split]["candidates"]
+    assert all(gold in corpus for judged in qrels.values() for gold in judged)
+
+
+def test_a_rerun_yields_the_same_rows(built, benchmark, spark):
+    config = benchmark[0]
+    names = ("papers", "rejects", "sentences", "mined_pairs", "queries", "candidates", "stats_yield")
     before = {
         name: sorted(map(str, spark.read.format("delta").load(config.tables.location(name)).collect()))
-        for name in ("papers", "rejects", "sentences")
+        for name in names
     }
-    run_ingest(spark, config)
-    run_segment(spark, config)
+    for stage in (run_ingest, run_segment, run_mine, run_pools):
+        stage(spark, config)
     for name, rows in before.items():
         after = sorted(map(str, spark.read.format("delta").load(config.tables.location(name)).collect()))
         assert after == rows, name
@@ -139,3 +169,19 @@ def test_the_tables_notebook_runs_against_the_tables(built, tmp_path, monkeypatc
     assert sum("image/png" in o.get("data", {}) for o in outputs) == 2  # the two plots
     counts = notebook.cells[1].outputs[0]["data"]["text/plain"]
     assert re.search(rf"^papers\s+{built[1]['papers']}$", counts, re.MULTILINE), counts
+
+
+@pytest.mark.slow
+def test_the_benchmark_notebook_runs_against_the_tables(benchmark, monkeypatch):
+    import nbformat
+    from nbclient import NotebookClient
+
+    config = benchmark[0]
+    monkeypatch.setenv("RATIO_TABLES", config.tables.root)
+    notebook = nbformat.read(REPO_ROOT / "notebooks" / "02_benchmark_tables.ipynb", as_version=4)
+    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(REPO_ROOT / "notebooks")}}).execute()
+    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert sum("image/png" in o.get("data", {}) for o in outputs) == 1
+    top_markers = notebook.cells[3].outputs[0]["data"]["text/plain"]
+    assert "for example" in top_markers or "specifically" in top_markers
