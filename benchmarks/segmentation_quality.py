@@ -1,0 +1,342 @@
+"""Segmentation quality: re-split ScisummNet's reference sentences and score the sentence boundaries.
+
+ScisummNet (2019) ships 978 ACL papers already split into sentences
+(``<PAPER><ABSTRACT|SECTION><S sid=...>``). For every section (and the abstract) the reference
+sentences are joined with single spaces into one text; that text is split again by our segmenter
+(``ratio_spark.segment.split_sentences``: masking + Spark NLP's SentenceDetector, all in the JVM)
+under several ``SegmentConfig`` variants, by Spark NLP's SentenceDetector alone with its defaults,
+and by pysbd. A boundary is the character offset where a sentence ends in the joined text (the end
+of the text itself is not counted: every segmenter finds it). Predicted and reference boundaries
+are compared per section and micro-averaged into precision, recall and F1.
+
+The reference is itself an automatic segmentation with systematic errors (see NEVER_FINAL), so
+each segmenter also gets a "corrected" score against the reference without those boundaries.
+
+    .venv/bin/python benchmarks/segmentation_quality.py             # all 978 papers, every segmenter
+    .venv/bin/python benchmarks/segmentation_quality.py --limit 50 --variants ours spark_nlp_defaults
+
+Results go to ``--out`` as JSON and Markdown (default ``results/segmentation_quality.{json,md}``).
+docs/segmentation.md has the figures and the remaining errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import random
+import re
+import tarfile
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+from ratio_spark.config import SegmentConfig
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_ARCHIVE = REPO_ROOT.parent / "shared" / "corpora" / "scisummnet-2019-sentences-xml.tar.gz"
+DEFAULT_OUT = REPO_ROOT / "results" / "segmentation_quality"
+
+# The reference splits after abbreviations that never end a sentence ("shown in Fig. | 1",
+# "(cf. | Figure 2)", "Grant No. | IRI-9619124", "Brown et al. | (1993)"); the corrected score
+# drops these boundaries from the reference, so that a split there counts as a false alarm.
+NEVER_FINAL = re.compile(
+    r"(?<![\w.])(?:Figs?|Eqs?|Eqns?|Equ|Secs?|Sect|Tabs?|Alg|Nos?|Vol|pp|cf|c\.f|e\.g|i\.e|viz|vs|approx"
+    r"|Dr|Prof|Mrs?|Ms)\.$"
+)
+ET_AL = re.compile(r"\bet al\.$")
+
+# Our segmenter under several settings, each a set of overrides of the SegmentConfig defaults
+# ("ours" is the defaults themselves: what the pipeline runs).
+VARIANTS: dict[str, dict] = {
+    "ours": {},
+    "no_abbreviation_list": {"abbreviations": []},
+    "no_et_al_protection": {"protect_et_al": False},
+    "no_spark_nlp_abbreviations": {"use_abbreviations": False},
+    "with_detect_lists": {"detect_lists": True},
+    "no_custom_bounds": {"custom_bounds": []},
+}
+# Spark NLP's SentenceDetector with its own defaults, on the unmasked text.
+SPARK_NLP_DEFAULTS = {
+    "abbreviations": [], "protect_et_al": False, "use_abbreviations": True, "detect_lists": True, "custom_bounds": [],
+}
+BASELINES = ["spark_nlp_defaults", "pysbd"]
+
+
+@dataclass
+class Section:
+    """One abstract or section: the joined reference text and where its sentences end."""
+
+    key: str  # "<paper id>:<n>"
+    text: str
+    boundaries: set[int]  # reference sentence ends, the end of the text excluded
+    n_sentences: int
+    doubtful: set[int]  # the reference's own errors among them (NEVER_FINAL)
+
+    @property
+    def corrected(self) -> set[int]:
+        return self.boundaries - self.doubtful
+
+
+# ---------------------------------------------------------------------------------------------
+# Reference: reading the archive
+
+
+def clean_sentence(raw: str) -> str:
+    """A reference sentence as text: XML escapes undone (some are escaped twice), whitespace collapsed."""
+    return " ".join(html.unescape(raw).split())
+
+
+def join_sentences(sentences: list[str]) -> tuple[str, set[int]]:
+    """Join sentences with single spaces; return the text and the offsets where sentences end."""
+    text = " ".join(sentences)
+    ends, offset = set(), 0
+    for sentence in sentences:
+        offset += len(sentence)
+        ends.add(offset)
+        offset += 1
+    ends.discard(len(text))
+    return text, ends
+
+
+def doubtful_boundaries(text: str, boundaries: set[int]) -> set[int]:
+    """Reference boundaries right after an abbreviation that never ends a sentence."""
+    out = set()
+    for b in boundaries:
+        before, after = text[max(0, b - 12):b], text[b + 1:b + 2]
+        if NEVER_FINAL.search(before) or (ET_AL.search(before) and after in "(0123456789"):
+            out.add(b)
+    return out
+
+
+def paper_sections(paper_id: str, xml: bytes) -> list[Section]:
+    """Every element with sentences of its own (ABSTRACT, SECTION, ...) becomes one section.
+
+    The sentence with sid 0 directly under PAPER is the title. 62 papers have no SECTION at all and
+    keep their whole body as sentences directly under PAPER: that body is one section.
+    """
+    root = ET.fromstring(xml)
+    sections = []
+    for element in root.iter():
+        sentences = [
+            clean_sentence("".join(s.itertext()))
+            for s in element.findall("S")
+            if not (element is root and s.get("sid") == "0")
+        ]
+        sentences = [s for s in sentences if s]
+        if sentences:
+            text, ends = join_sentences(sentences)
+            key = f"{paper_id}:{len(sections)}"
+            sections.append(Section(key, text, ends, len(sentences), doubtful_boundaries(text, ends)))
+    return sections
+
+
+def read_sections(archive: str | Path, limit: int | None = None) -> tuple[list[str], list[Section]]:
+    """Read the papers straight from the tar.gz (no extraction); the first ``limit`` by paper id."""
+    papers: dict[str, bytes] = {}
+    with tarfile.open(archive, "r:gz") as tar:
+        for member in tar:
+            if member.isfile() and member.name.endswith(".xml"):
+                papers[Path(member.name).stem] = tar.extractfile(member).read()
+    paper_ids = sorted(papers)[:limit]
+    sections = [s for paper_id in paper_ids for s in paper_sections(paper_id, papers[paper_id])]
+    return paper_ids, sections
+
+
+# ---------------------------------------------------------------------------------------------
+# Scoring
+
+
+def boundaries_from_spans(text: str, spans: list[tuple[int, int]]) -> set[int]:
+    """Predicted sentence ends from (start, end) character spans; trailing whitespace and the end of
+    the text are not boundaries."""
+    ends = {start + len(text[start:end].rstrip()) for start, end in spans}
+    return {e for e in ends if 0 < e < len(text.rstrip())}
+
+
+def score(predicted: dict[str, set[int]], reference: dict[str, set[int]]) -> dict:
+    """Micro-averaged boundary precision, recall and F1 over the sections of ``reference``."""
+    tp = fp = fn = 0
+    for key, ref in reference.items():
+        pred = predicted.get(key, set())
+        tp += len(pred & ref)
+        fp += len(pred - ref)
+        fn += len(ref - pred)
+    precision = tp / (tp + fp) if tp + fp else 1.0
+    recall = tp / (tp + fn) if tp + fn else 1.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1, "tp": tp, "fp": fp, "fn": fn}
+
+
+# ---------------------------------------------------------------------------------------------
+# Segmenters: each returns {"predicted": {section key: boundaries}, "seconds", "sentences", ...}
+
+
+def spark_segment(spark, sections: list[Section], config: SegmentConfig, mask: bool = True) -> dict:
+    """Split every section in Spark: split_sentences (``mask=False``: the SentenceDetector alone on
+    the raw text). Also counts sentences that still hold the mask character or are not exactly
+    their span of the input (a period not restored, a wrong offset)."""
+    from pyspark.sql import functions as F
+
+    from ratio_spark.segment import MASK, sentence_pipeline, split_sentences
+
+    frame = spark.createDataFrame([(s.key, s.text) for s in sections], "key string, section_text string")
+    started = time.perf_counter()
+    if mask:
+        sentences = split_sentences(frame, config, "section_text")
+    else:
+        raw = frame.withColumn("masked_text", F.col("section_text"))
+        sentences = (
+            sentence_pipeline(config).fit(raw.limit(0)).transform(raw)
+            .select("key", F.explode("sentences").alias("a"))
+            .select("key", F.col("a.begin").alias("char_start"), (F.col("a.end") + 1).alias("char_end"),
+                    F.col("a.result").alias("text"))
+        )
+    rows = sentences.select("key", "char_start", "char_end", "text").collect()
+    seconds = time.perf_counter() - started
+
+    texts = {s.key: s.text for s in sections}
+    spans: dict[str, list[tuple[int, int]]] = {}
+    with_mask = not_verbatim = 0
+    for row in rows:
+        spans.setdefault(row.key, []).append((row.char_start, row.char_end))
+        with_mask += MASK in row.text
+        not_verbatim += row.text != texts[row.key][row.char_start:row.char_end]
+    return {
+        "predicted": {key: boundaries_from_spans(texts[key], s) for key, s in spans.items()},
+        "seconds": seconds, "sentences": len(rows),
+        "sentences_with_mask": with_mask, "sentences_not_verbatim": not_verbatim,
+    }
+
+
+def pysbd_segment(sections: list[Section]) -> dict:
+    """Split every section with pysbd (clean=False), locating each sentence in the text in order."""
+    import pysbd
+
+    segmenter = pysbd.Segmenter(language="en", clean=False)
+    predicted, n_sentences, unaligned = {}, 0, 0
+    started = time.perf_counter()
+    for section in sections:
+        spans, offset = [], 0
+        for sentence in segmenter.segment(section.text):
+            sentence = sentence.strip()
+            start = section.text.find(sentence, offset)
+            if not sentence or start < 0:
+                unaligned += bool(sentence)
+                continue
+            spans.append((start, start + len(sentence)))
+            offset = start + len(sentence)
+        n_sentences += len(spans)
+        predicted[section.key] = boundaries_from_spans(section.text, spans)
+    seconds = time.perf_counter() - started
+    return {"predicted": predicted, "seconds": seconds, "sentences": n_sentences, "unaligned_sentences": unaligned}
+
+
+# ---------------------------------------------------------------------------------------------
+# The benchmark
+
+
+def sample_errors(predicted: dict[str, set[int]], sections: list[Section], n: int = 20, width: int = 40) -> list[dict]:
+    """A random sample of missed and spurious boundaries (against the corrected reference), in context."""
+    out = []
+    for section in sections:
+        pred, ref = predicted.get(section.key, set()), section.corrected
+        for kind, offsets in (("missed", ref - pred), ("spurious", pred - ref)):
+            for offset in sorted(offsets):
+                context = section.text[max(0, offset - width):offset] + " | " + section.text[offset:offset + width]
+                out.append({"section": section.key, "kind": kind, "context": context})
+    return random.Random(0).sample(out, min(n, len(out)))
+
+
+def evaluate(run: dict, sections: list[Section], n_errors: int) -> dict:
+    """Scores (against the reference and the corrected reference) and a few errors of one run."""
+    result = score(run["predicted"], {s.key: s.boundaries for s in sections})
+    result["corrected"] = score(run["predicted"], {s.key: s.corrected for s in sections})
+    result.update({k: v for k, v in run.items() if k != "predicted"})
+    result["errors"] = sample_errors(run["predicted"], sections, n_errors)
+    return result
+
+
+def run_benchmark(
+    spark, sections: list[Section], variants: list[str] | None = None, n_errors: int = 20,
+) -> dict:
+    """Score our segmenter's variants and the baselines on ``sections``: {name: result}."""
+    names = list(VARIANTS) + BASELINES if variants is None else variants
+    results = {}
+    if spark is not None:
+        # Warm the JVM side (annotator classes, code generation) so the first runtime is comparable.
+        spark_segment(spark, sections[:5], SegmentConfig())
+    for name in names:
+        if name == "pysbd":
+            run = pysbd_segment(sections)
+        elif name == "spark_nlp_defaults":
+            run = spark_segment(spark, sections, SegmentConfig(**SPARK_NLP_DEFAULTS), mask=False)
+        else:
+            config = SegmentConfig(**{**SegmentConfig().model_dump(), **VARIANTS[name]})
+            run = spark_segment(spark, sections, config)
+            run["overrides"] = VARIANTS[name]
+        results[name] = evaluate(run, sections, n_errors)
+    return results
+
+
+def markdown_table(results: dict) -> str:
+    lines = [
+        "| segmenter | precision | recall | F1 | F1, corrected reference | missed | spurious | sentences | seconds |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in results.items():
+        lines.append(
+            f"| {name} | {r['precision']:.4f} | {r['recall']:.4f} | {r['f1']:.4f} | {r['corrected']['f1']:.4f} "
+            f"| {r['fn']} | {r['fp']} | {r['sentences']} | {r['seconds']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--archive", default=str(DEFAULT_ARCHIVE), help="ScisummNet sentences tar.gz")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N papers (by id)")
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help="results path; .json and .md are written")
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS) + BASELINES, help="default: all")
+    args = parser.parse_args(argv)
+
+    from ratio_spark.config import load_config
+    from ratio_spark.session import build_spark_session
+
+    paper_ids, sections = read_sections(args.archive, args.limit)
+    summary = {
+        "archive": Path(args.archive).name, "papers": len(paper_ids), "sections": len(sections),
+        "reference_sentences": sum(s.n_sentences for s in sections),
+        "reference_boundaries": sum(len(s.boundaries) for s in sections),
+        "doubtful_reference_boundaries": sum(len(s.doubtful) for s in sections),
+    }
+    print(", ".join(f"{k}: {v}" for k, v in summary.items()))
+
+    spark_config = load_config(None, ["spark.conf.spark.ui.showConsoleProgress=false"]).spark
+    needs_spark = args.variants is None or set(args.variants) - {"pysbd"}
+    spark = build_spark_session(spark_config) if needs_spark else None
+    summary["spark_master"] = spark_config.master
+    summary["segment_config"] = SegmentConfig().model_dump()
+    summary["results"] = run_benchmark(spark, sections, args.variants)
+    if spark is not None:
+        spark.stop()
+
+    table = markdown_table(summary["results"])
+    print(table)
+    out = Path(args.out)
+    out = out.with_suffix("") if out.suffix in (".json", ".md") else out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
+    header = (
+        f"# Segmentation quality\n\n{summary['papers']} ScisummNet papers, {summary['sections']} sections, "
+        f"{summary['reference_sentences']} reference sentences, {summary['reference_boundaries']} boundaries "
+        f"({summary['doubtful_reference_boundaries']} of them reference errors, dropped in the corrected score); "
+        f"Spark master {spark_config.master}.\n\n"
+    )
+    out.with_suffix(".md").write_text(header + table + "\n")
+    print(f"wrote {out.with_suffix('.json')} and {out.with_suffix('.md')}")
+
+
+if __name__ == "__main__":
+    main()
