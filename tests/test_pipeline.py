@@ -155,17 +155,23 @@ def test_a_rerun_yields_the_same_rows(built, benchmark, spark):
         assert after == rows, name
 
 
-@pytest.mark.slow
-def test_the_tables_notebook_runs_against_the_tables(built, tmp_path, monkeypatch):
+def execute_notebook(name: str, tables_root: str, monkeypatch):
+    """Run a notebook against a tables root; return it and its outputs, failing on any error cell."""
     import nbformat
     from nbclient import NotebookClient
 
-    config = built[0]
-    monkeypatch.setenv("RATIO_TABLES", config.tables.root)
-    notebook = nbformat.read(REPO_ROOT / "notebooks" / "01_ingest_tables.ipynb", as_version=4)
-    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(REPO_ROOT / "notebooks")}}).execute()
+    monkeypatch.setenv("RATIO_TABLES", tables_root)
+    notebook = nbformat.read(REPO_ROOT / "notebooks" / name, as_version=4)
+    NotebookClient(notebook, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(REPO_ROOT / "notebooks")}}).execute()
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]
+    return notebook, outputs
+
+
+@pytest.mark.slow
+def test_the_tables_notebook_runs_against_the_tables(built, monkeypatch):
+    notebook, outputs = execute_notebook("01_ingest_tables.ipynb", built[0].tables.root, monkeypatch)
     assert sum("image/png" in o.get("data", {}) for o in outputs) == 2  # the two plots
     counts = notebook.cells[1].outputs[0]["data"]["text/plain"]
     assert re.search(rf"^papers\s+{built[1]['papers']}$", counts, re.MULTILINE), counts
@@ -173,15 +179,7 @@ def test_the_tables_notebook_runs_against_the_tables(built, tmp_path, monkeypatc
 
 @pytest.mark.slow
 def test_the_benchmark_notebook_runs_against_the_tables(benchmark, monkeypatch):
-    import nbformat
-    from nbclient import NotebookClient
-
-    config = benchmark[0]
-    monkeypatch.setenv("RATIO_TABLES", config.tables.root)
-    notebook = nbformat.read(REPO_ROOT / "notebooks" / "02_benchmark_tables.ipynb", as_version=4)
-    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(REPO_ROOT / "notebooks")}}).execute()
-    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
-    assert not [o for o in outputs if o.output_type == "error"]
+    notebook, outputs = execute_notebook("02_benchmark_tables.ipynb", benchmark[0].tables.root, monkeypatch)
     assert sum("image/png" in o.get("data", {}) for o in outputs) == 1
     top_markers = notebook.cells[3].outputs[0]["data"]["text/plain"]
     assert "for example" in top_markers or "specifically" in top_markers
