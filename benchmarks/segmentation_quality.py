@@ -189,7 +189,10 @@ def spark_segment(spark, sections: list[Section], config: SegmentConfig, mask: b
         raw = frame.withColumn("masked_text", F.col("section_text"))
         sentences = (
             sentence_pipeline(config).fit(raw.limit(0)).transform(raw)
-            .select("key", F.explode("sentences").alias("a"))
+            # explode_outer + filter, as in split_sentences: a plain explode lets Spark push
+            # "size(sentences) > 0" down and run the annotator more than once per text.
+            .select("key", F.explode_outer("sentences").alias("a"))
+            .filter(F.col("a").isNotNull())
             .select("key", F.col("a.begin").alias("char_start"), (F.col("a.end") + 1).alias("char_end"),
                     F.col("a.result").alias("text"))
         )

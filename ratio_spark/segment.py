@@ -8,7 +8,7 @@ all JVM expressions, with no Python on the path. Tuning is measured in docs/segm
 
 from __future__ import annotations
 
-from pyspark.ml import Pipeline, PipelineModel
+from pyspark.ml import Pipeline
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -16,6 +16,7 @@ from ratio_spark.config import SegmentConfig
 from ratio_spark.text import normalize_column
 
 MASK = "\ue000"  # stands in for a period that does not end a sentence; never survives to the output
+SEMICOLON_MASK = "\ue001"  # Spark NLP always splits at ";", which scientific prose uses inside sentences
 
 SENTENCE_COLUMNS = [
     "sentence_id", "paper_id", "pub_date", "section_idx", "section_heading", "para_idx", "sent_idx",
@@ -55,10 +56,12 @@ def mask_abbreviation_periods(text: Column, config: SegmentConfig) -> Column:
     # Before a closing bracket or quote the sentence ends after the closer, not between the two:
     # "(as shown above.) Next", "“stop.” Then". SegmentConfig.custom_bounds splits after the closer.
     out = F.regexp_replace(out, "\\.(?=[)\\]\u201d\u2019\"'])", MASK)
+    if config.keep_semicolons:
+        out = F.regexp_replace(out, ";", SEMICOLON_MASK)
     return out
 
 
-def sentence_pipeline(config: SegmentConfig) -> PipelineModel:
+def sentence_pipeline(config: SegmentConfig) -> Pipeline:
     from sparknlp.annotator import SentenceDetector
     from sparknlp.base import DocumentAssembler
 
@@ -97,7 +100,7 @@ def split_sentences(paragraphs: DataFrame, config: SegmentConfig, text_col: str 
         "sent_idx",
         F.col("annotation.begin").alias("char_start"),
         (F.col("annotation.end") + 1).alias("char_end"),
-        F.translate(F.col("annotation.result"), MASK, ".").alias("text"),
+        F.translate(F.col("annotation.result"), MASK + SEMICOLON_MASK, ".;").alias("text"),
     )
 
 

@@ -105,7 +105,7 @@ def test_sentences_are_ordered_normalised_and_keep_the_original(built, spark):
     assert clean.filter(F.col("norm_text") != F.lower(F.col("norm_text"))).count() == 0
     assert clean.filter(F.col("norm_text").rlike(r"\s{2,}|^\s|\s$")).count() == 0
     # No masked abbreviation period survives, and the original text is kept as written.
-    assert sentences.filter(F.col("text").contains("\ue000")).count() == 0
+    assert sentences.filter(F.col("text").rlike("[\ue000\ue001]")).count() == 0
     papers = spark.read.format("delta").load(config.tables.location("papers"))
     located = explode_paragraphs(papers).join(sentences, ["paper_id", "section_idx", "para_idx"])
     span = F.expr("substring(para_text, char_start + 1, char_end - char_start)")
