@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -10,7 +11,14 @@ from pathlib import Path
 from ratio_spark.config import Config, ConfigError, load_config
 
 
-def _add_config_args(parser: argparse.ArgumentParser) -> None:
+# Python-half commands (plain Python, no JVM): name -> module. Each module has ``add_arguments(parser)``
+# and ``run(args) -> int`` (exit code), and keeps heavy imports (torch, faiss) inside ``run`` so that
+# ``ratio-spark --help`` stays fast.
+PYTHON_COMMANDS: dict[str, str] = {
+}
+
+
+def add_config_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conf", help="YAML configuration (conf/*.yaml); defaults apply without one")
     parser.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -29,7 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands += [(name, (STAGES[name].__doc__ or "").strip().splitlines()[0]) for name in PIPELINE]
     commands += [("run", "run every stage in order: " + ", ".join(PIPELINE))]
     for name, help_text in commands:
-        _add_config_args(sub.add_parser(name, help=help_text))
+        add_config_args(sub.add_parser(name, help=help_text))
+    for name, module_name in PYTHON_COMMANDS.items():
+        module = importlib.import_module(module_name)
+        module.add_arguments(sub.add_parser(name, help=(module.__doc__ or name).strip().splitlines()[0]))
     jars = sub.add_parser("jars", help="fetch the Delta Lake and Spark NLP jars with Maven (cached) and list them")
     jars.add_argument("--profile", default="spark35")
     jars.add_argument("--comma", action="store_true", help="print one comma-separated line (for spark-submit --jars)")
@@ -79,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         jars = ensure_jars(args.profile)
         print(",".join(map(str, jars)) if args.comma else "\n".join(map(str, jars)))
         return 0
+    if args.command in PYTHON_COMMANDS:
+        return importlib.import_module(PYTHON_COMMANDS[args.command]).run(args)
     try:
         config = load_config(args.conf, args.overrides)
     except ConfigError as exc:
