@@ -20,3 +20,22 @@ def spark():
     session = build_spark_session(load_config(None, ["spark.conf.spark.sql.shuffle.partitions=4"]).spark)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def silver_tables(tmp_path_factory):
+    """Delta ``queries`` and ``candidates`` with 72 real test pairs of the sample (tests/fixtures/silver),
+    written with deltalake (no Spark). Returns the tables root."""
+    import datetime as dt
+    import json
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    root = tmp_path_factory.mktemp("silver-tables")
+    for name in ("queries", "candidates"):
+        rows = [json.loads(line) for line in (FIXTURES / "silver" / f"{name}.jsonl").read_text().splitlines()]
+        for row in rows:
+            row["pub_date"] = dt.date.fromisoformat(row["pub_date"]) if row.get("pub_date") else None
+        write_deltalake(str(root / name), pa.Table.from_pylist(rows), partition_by=["split"])
+    return root
