@@ -171,10 +171,10 @@ def _cmd_sheet(config, args) -> int:
     split = args.split or config.silver.split
     moves = [m.strip() for m in args.moves.split(",") if m.strip()]
     size = "all" if args.per_move == "all" else int(args.per_move)
-    pairs = load_pairs(config.tables.location, split)
     excluded = set()
     for path in args.exclude_labels:
         excluded |= set(load_labels(path)["query_id"])
+    pairs = load_pairs(config.tables.location, split)
     pairs = pairs[~pairs["query_id"].isin(excluded)]
     seed = args.seed if args.seed is not None else config.silver.seed + 1
     sample = sample_pairs(pairs, {m: size for m in moves}, seed=seed, stratify_by=config.silver.stratify_by)

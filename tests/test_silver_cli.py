@@ -1,0 +1,77 @@
+"""The ``ratio-spark silver`` subcommands that need no LLM: sample, sheet, anaphora, and their errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+
+from ratio_spark.cli import main
+from ratio_spark.silver.agreement import load_labels
+from ratio_spark.silver.table import SILVER_SCHEMA, write_silver
+
+EXAMPLE_LABELS = Path(__file__).resolve().parents[1] / "data" / "silver-example" / "labels.csv"
+
+
+def test_sample_command(silver_tables, tmp_path, capsys):
+    out = tmp_path / "sample.csv"
+    code = main(["silver", "sample", "--set", f"tables.root={silver_tables}", "--set", "silver.sample.specify=10",
+                 "--strata", "--out", str(out)])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "equal allocation by marker_entry" in text and "for example" in text
+    sample = pd.read_csv(out)
+    assert sample.groupby("move").size().to_dict() == {"address": 29, "broaden": 3, "specify": 10}
+
+
+def test_sheet_command_and_its_labels_roundtrip(silver_tables, tmp_path, capsys):
+    code = main(["silver", "sheet", "--set", f"tables.root={silver_tables}", "--per-move", "5",
+                 "--moves", "address,broaden", "--annotator", "ann", "--out", str(tmp_path), "--name", "s1",
+                 "--exclude-labels", str(EXAMPLE_LABELS)])
+    assert code == 0
+    sheet = pd.read_csv(tmp_path / "s1.csv", keep_default_na=False)
+    labelled = set(load_labels(EXAMPLE_LABELS)["query_id"])
+    # 5 Address; Broaden has 3 pairs, all in the example labels, so none is left
+    assert sheet.groupby("move").size().to_dict() == {"address": 5}
+    assert not labelled & set(sheet["query_id"])
+    assert all(sheet["passage"].str.contains(", ")) and set(sheet["annotator"]) == {"ann"}
+    page = (tmp_path / "s1.html").read_text()
+    assert "Download labels" in page and "Instructions for <b>ADDRESS</b>" in page
+    assert all(q in page for q in sheet["query_id"])
+    sheet.loc[:2, "label"] = ["accept", "reject", "accept"]  # an annotator fills three rows
+    sheet.to_csv(tmp_path / "filled.csv", index=False)
+    labels = load_labels(tmp_path / "filled.csv")
+    assert len(labels) == 3 and labels["label"].tolist() == [True, False, True]
+
+
+def test_anaphora_command(tmp_path, capsys):
+    rows = []
+    for i in range(40):
+        anaphoric = i < 30
+        rows.append({"split": "test", "query_id": f"q{i}", "move": "address",
+                     "marker": "to address this issue" if anaphoric else "to address", "marker_entry": "to address",
+                     "pair_id": f"p{i}", "status": "x", "accepted": (i % 4 != 0) if anaphoric else (i % 4 == 0),
+                     "verdicts": [], "prompt_ids": [], "judge_model": "m", "judge_model_id": "m",
+                     "sample_seed": 0, "sample_stratum": "to address"})
+    write_silver(pa.Table.from_pylist(rows, schema=SILVER_SCHEMA), str(tmp_path / "silver"))
+    code = main(["silver", "anaphora", "--set", f"tables.root={tmp_path}", "--out", str(tmp_path / "a.csv")])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "address" in out and "75.0" in out  # 30 with an anaphor, 22 of them accepted: 73.3 %; share 75 %
+    table = pd.read_csv(tmp_path / "a.csv")
+    assert table.loc[0, "with_anaphor"] == 30 and table.loc[0, "accepted_with"] == 22
+
+
+def test_errors_are_messages_not_tracebacks(tmp_path, capsys):
+    assert main(["silver", "sample", "--set", f"tables.root={tmp_path}"]) == 2
+    assert "no Delta table" in capsys.readouterr().err
+    assert main(["silver", "anaphora", "--set", f"tables.root={tmp_path}"]) == 2
+    assert "silver build" in capsys.readouterr().err
+    assert main(["silver", "sample", "--set", "silver.sample.vague=1"]) == 2
+    assert "unknown move" in capsys.readouterr().err
+    bad = tmp_path / "bad.csv"
+    bad.write_text("query_id,annotator,label\nq1,a,perhaps\n")
+    assert main(["silver", "sheet", "--set", f"tables.root={tmp_path}", "--out", str(tmp_path),
+                 "--exclude-labels", str(bad)]) == 2
+    assert "perhaps" in capsys.readouterr().err
