@@ -87,14 +87,26 @@ def _client(config, args):
     settings = getattr(config, "llm", None) or LLMSettings()
     model = args.model or config.silver.model
     if args.local_server:
+        import signal
+
         from ratio_spark.llm.local_server import LocalLlamaServer
 
+        # SIGTERM (timeout, kill) must unwind through the context manager, or the server outlives us.
+        previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         print("starting the local gemma server (llama.cpp on 127.0.0.1) ...", flush=True)
-        with LocalLlamaServer() as server:
+        try:
+            server = LocalLlamaServer().start()
+        except BaseException:
+            signal.signal(signal.SIGTERM, previous)
+            raise
+        try:
             endpoint = server.endpoint(name=model)
             others = [m for m in settings.models if m.name != endpoint.name]
             settings = settings.model_copy(update={"models": [*others, endpoint]})
             yield LLMClient(settings), model
+        finally:
+            server.stop()
+            signal.signal(signal.SIGTERM, previous)
         return
     if not any(m.name == model for m in settings.models):
         raise LookupError(
@@ -263,7 +275,18 @@ def run(args: argparse.Namespace) -> int:
     from ratio_spark.silver.prompts import PromptError
 
     try:
+        from ratio_spark.llm import LLMError
+    except ImportError:  # the LLM client is not installed: only sample, sheet and anaphora can run
+        LLMError = RuntimeError  # noqa: N806
+
+    try:
         config = _load(args)
         return COMMANDS[args.silver_command](config, args)
+    except KeyboardInterrupt:
+        print("\ninterrupted: every answer received so far is cached; run the same command again to resume.",
+              file=sys.stderr)
+        return 130
+    except LLMError as exc:  # includes BatchNotFinished: the batch keeps running at OpenAI
+        return _fail(f"{exc}\n(answers received so far are cached; run the same command again to resume)")
     except (ConfigError, PairsError, PromptError, LabelsError, LookupError, FileNotFoundError) as exc:
         return _fail(str(exc))
