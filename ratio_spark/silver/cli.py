@@ -100,7 +100,9 @@ def _client(config, args):
             signal.signal(signal.SIGTERM, previous)
             raise
         try:
-            endpoint = server.endpoint(name=model)
+            # One request at a time, long timeout: llama.cpp serves one request at a time, and on a busy
+            # CPU a queued request would time out and be re-sent while the server still works on it.
+            endpoint = server.endpoint(name=model).model_copy(update={"max_concurrency": 1, "timeout_s": 600})
             others = [m for m in settings.models if m.name != endpoint.name]
             settings = settings.model_copy(update={"models": [*others, endpoint]})
             yield LLMClient(settings), model

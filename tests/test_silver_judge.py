@@ -1,0 +1,164 @@
+"""The whole judge path against a real model: llama.cpp + gemma 3 270M on 127.0.0.1 (the ``llm_server``
+fixture), real HTTP, real JSON-constrained decoding, the real on-disk cache and a real server crash.
+
+The 270M base model proves the plumbing, not judgment: the tests check that every verdict is a valid
+answer that lands in the right row, never what it says. Only ``test_http_failures_*`` uses a mocked
+transport (httpx.MockTransport), for HTTP 500s, which a real server cannot be made to return on demand.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pandas as pd
+import pytest
+
+from ratio_spark.silver.build import build_silver
+from ratio_spark.silver.settings import SilverConfig
+from ratio_spark.silver.table import read_silver
+
+pytestmark = pytest.mark.slow
+
+SMALL = {"address": 2, "broaden": 1, "specify": 2}  # 5 pairs, 10 requests
+
+
+def _location(silver_tables, tmp_path):
+    def location(name: str) -> str:
+        return str(silver_tables / name) if name in ("queries", "candidates") else str(tmp_path / "tables" / name)
+    return location
+
+
+def _local(llm_server, **update):
+    """The server's endpoint, one request at a time with a long timeout: llama.cpp answers one request
+    at a time, and on a loaded CPU a queued request would time out and be re-sent while the server still
+    works on the abandoned one."""
+    return llm_server.endpoint().model_copy(update={"max_concurrency": 1, "timeout_s": 600, **update})
+
+
+def _client(endpoint, tmp_path, **kw):
+    from ratio_spark.llm import LLMClient, LLMSettings
+
+    return LLMClient(LLMSettings(models=[endpoint], cache_dir=str(tmp_path / "llm-cache")), **kw)
+
+
+def _check_table(table: pd.DataFrame, config: SilverConfig, n: int) -> None:
+    assert len(table) == n and table["query_id"].is_unique
+    for row in table.itertuples(index=False):
+        verdicts = list(row.verdicts)
+        assert [v["prompt_id"] for v in verdicts] == config.prompts[row.move]
+        assert all(v["error"] is None and isinstance(v["accept"], bool) and v["reason"] for v in verdicts)
+        assert row.accepted == all(v["accept"] for v in verdicts)
+        assert row.status == ("accepted" if row.accepted else "rejected")
+
+
+def test_build_with_the_local_model_then_rerun_from_the_cache(llm_server, silver_tables, tmp_path):
+    config = SilverConfig(sample=SMALL, model="gemma-local")
+    location = _location(silver_tables, tmp_path)
+    first = build_silver(config, location, _client(_local(llm_server), tmp_path))
+    table = read_silver(location("silver"), "test")
+    _check_table(table, config, 5)
+    assert set(table["judge_model"]) == {"gemma-local"} and set(table["judge_model_id"]) == {"gemma-3-270m"}
+    cost = first.run.cost_report()
+    assert cost["requests"].sum() == 10 and cost["sent"].sum() == 10 and cost["cached"].sum() == 0
+    assert (cost["paid_prompt_tokens"] > 0).all() and (cost["paid_completion_tokens"] > 0).all()
+    assert first.counts()["sampled"].sum() == 5
+
+    second = build_silver(config, location, _client(_local(llm_server), tmp_path))  # a fresh client
+    again = second.run.cost_report()
+    assert again["cached"].sum() == 10 and again["sent"].sum() == 0
+    assert again["paid_prompt_tokens"].sum() == 0 and again["paid_completion_tokens"].sum() == 0
+    rerun_table = read_silver(location("silver"), "test")
+    cols = ["query_id", "status", "accepted"]
+    pd.testing.assert_frame_equal(rerun_table[cols].sort_values("query_id").reset_index(drop=True),
+                                  table[cols].sort_values("query_id").reset_index(drop=True))
+    assert [list(v) for v in rerun_table.sort_values("query_id")["verdicts"]] == [
+        [{**x, "cached": True} for x in v] for v in table.sort_values("query_id")["verdicts"]]
+
+
+def test_a_server_crash_midway_then_a_rerun_gives_each_verdict_exactly_once(llm_server, silver_tables, tmp_path):
+    config = SilverConfig(sample={"address": 3, "specify": 2, "broaden": 0}, model="gemma-local")  # 10 requests
+    location = _location(silver_tables, tmp_path)
+    endpoint = _local(llm_server, max_retries=0)  # fail at once when the server is gone
+    client = _client(endpoint, tmp_path)
+    outcome: dict = {}
+    worker = threading.Thread(target=lambda: outcome.setdefault("build", build_silver(config, location, client)))
+    worker.start()
+    try:
+        deadline = time.monotonic() + 300
+        while client.cache.count() < 3 and time.monotonic() < deadline and worker.is_alive():
+            time.sleep(0.1)
+        assert client.cache.count() >= 3, "the server answered fewer than 3 requests in 300 s"
+        llm_server.kill()  # SIGKILL: in-flight requests get no answer
+        worker.join(timeout=300)
+    finally:
+        if not llm_server.running:
+            llm_server.start()  # same port, so the endpoint (and the cache keys) stay the same
+    first = outcome["build"]
+    answered = client.cache.count()
+    assert 3 <= answered < 10
+    statuses = read_silver(location("silver"), "test").set_index("query_id")["status"]
+    failed_verdicts = first.run.verdicts["error"].notna().sum()
+    assert failed_verdicts == 10 - answered and (statuses == "failed").any()
+    assert read_silver(location("silver"), "test").query("status == 'failed'")["accepted"].isna().all()
+
+    rerun = build_silver(config, location, _client(_local(llm_server), tmp_path))
+    cost = rerun.run.cost_report()
+    assert cost["cached"].sum() == answered and cost["sent"].sum() == 10 - answered and cost["failed"].sum() == 0
+    assert rerun.run.usage["gemma-local"]["cached"] == answered
+    assert _client(endpoint, tmp_path).cache.count() == 10  # each request answered and stored once
+    table = read_silver(location("silver"), "test")
+    _check_table(table, config, 5)
+    # the verdicts of the first run are kept as they were, not asked again
+    before = first.run.verdicts[first.run.verdicts["error"].isna()].set_index(["query_id", "prompt_id"])["accept"]
+    after = rerun.run.verdicts.set_index(["query_id", "prompt_id"])["accept"]
+    assert (after.loc[before.index] == before).all()
+
+
+def test_http_failures_become_failed_pairs_and_only_they_are_retried(silver_tables, tmp_path):
+    """Mocked transport: HTTP 500 for some requests (a real server cannot fail on demand)."""
+    import json
+
+    import httpx
+
+    from ratio_spark.llm import ModelEndpoint
+
+    calls = {"n": 0}
+    broken = {"on": True}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls["n"] += 1
+        body = json.loads(request.content)
+        text = json.dumps(body["messages"])
+        if broken["on"] and "SPECIFY" in text:
+            return httpx.Response(500, json={"error": {"message": "boom"}})
+        answer = {"reason": "fine", "accept": "ADDRESS" in text}
+        return httpx.Response(200, json={
+            "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": json.dumps(answer)}}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+        })
+
+    endpoint = ModelEndpoint(name="mock", model="m", base_url="http://mock.invalid/v1", max_retries=0,
+                             json_mode="json_object")
+    config = SilverConfig(sample={"address": 2, "specify": 2, "broaden": 0}, model="mock")
+    location = _location(silver_tables, tmp_path)
+    first = build_silver(config, location, _client(endpoint, tmp_path, http_client=httpx.Client(
+        transport=httpx.MockTransport(handler))))
+    table = read_silver(location("silver"), "test").set_index("query_id")
+    assert (table.query("move == 'specify'")["status"] == "failed").all()
+    assert table.query("move == 'specify'")["accepted"].isna().all()
+    assert (table.query("move == 'address'")["status"] == "accepted").all()
+    errors = first.run.verdicts.set_index("move")["error"]
+    assert errors.loc["specify"].str.startswith("http_500").all() and errors.loc["address"].isna().all()
+    assert first.run.cost_report().set_index("move").loc["specify", "failed"].sum() == 4
+
+    broken["on"] = False
+    calls["n"] = 0
+    second = build_silver(config, location, _client(endpoint, tmp_path, http_client=httpx.Client(
+        transport=httpx.MockTransport(handler))))
+    assert calls["n"] == 4  # only the four failed requests are sent again
+    table = read_silver(location("silver"), "test")
+    assert (table["status"] != "failed").all()
+    assert second.run.cost_report()["cached"].sum() == 4
