@@ -20,3 +20,16 @@ def spark():
     session = build_spark_session(load_config(None, ["spark.conf.spark.sql.shuffle.partitions=4"]).spark)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def llm_server():
+    """A real llama.cpp server with gemma 3 270M on 127.0.0.1 (ratio_spark.llm.local_server)."""
+    from ratio_spark.llm.local_server import LocalLlamaServer, llama_cpp_available
+
+    if not llama_cpp_available():
+        pytest.skip("llama-cpp-python is not installed (scripts/setup.sh builds the wheel once and installs it)")
+    server = LocalLlamaServer()
+    server.start()
+    yield server
+    server.stop()
