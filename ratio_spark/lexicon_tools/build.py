@@ -25,7 +25,9 @@ Rules:
 3. **Coverage.** A listed marker that an extendable prefix of the same move already covers adds
    nothing to matching: it is left out and counted as covered (like the paper's "already produced").
 4. **Source.** A marker's ``source`` is the first of manual, extension, llm, pattern that produced it
-   (what Table 4 counts); ``provenance`` lists every source with its details, and the decision.
+   (what Table 4 counts), except that an extendable prefix is always an extension; ``provenance``
+   lists every source that produced it (an unvetted claim of a ``require_decision`` source that
+   agrees included) with its details, and the decision.
 
 Outputs: ``markers.tsv`` (the lexicon columns plus ``provenance``), ``ordinals.txt`` (from the base or
 given), ``build.json`` (inputs, counts, everything dropped and why). ``load_lexicon`` reads the result.
@@ -305,7 +307,8 @@ def build_lexicon(
                                for role, label in kinds)
             problems.append(f"{marker!r} is claimed as {detail}")
             continue
-        resolved[marker] = (*kinds[0], kept, None)
+        # An unvetted claim of a require_decision source that agrees still counts as having produced it.
+        resolved[marker] = (*kinds[0], [c for c in marker_claims if (c.role, c.label) == kinds[0]], None)
 
     # Extendable prefixes: listed markers they cover.
     prefixes = {m: v for m, v in resolved.items() if any(c.extendable for c in v[2])}
@@ -327,6 +330,8 @@ def build_lexicon(
                     )
                     continue
         sources = sorted({c.source for c in marker_claims}, key=SOURCE_ORDER.get)
+        if extendable:  # Table 4's "extendable connective" row: the prefix counts there, whoever found it first
+            sources = ["extension", *[s for s in sources if s != "extension"]]
         provenance: dict = {"sources": sources}
         for c in marker_claims:
             if c.provenance and c.source not in provenance:
