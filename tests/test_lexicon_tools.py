@@ -34,7 +34,7 @@ from ratio_spark.lexicon_tools.patterns import (
     parse_template,
     term_forms,
 )
-from ratio_spark.lexicon_tools.report import table4
+from ratio_spark.lexicon_tools.report import produced_by_source, read_provenance, table4
 
 
 def write(path: Path, text: str) -> Path:
@@ -216,6 +216,8 @@ def test_build_merges_sources_with_provenance_and_first_source_wins(tmp_path):
     assert summary["covered_by_extendable_prefix"] == 1
     assert "move:address:pattern" not in summary["markers_by_role_label_source"]
     assert result.summary["produced_by_role_label_source"]["move:address:pattern"] == 1
+    produced = {p["source"]: p for p in produced_by_source(lexicon, read_provenance(tmp_path / "v9"), None)}
+    assert (produced["pattern"]["produced"], produced["pattern"]["new"], produced["pattern"]["already_produced"]) == (2, 1, 1)
     assert (tmp_path / "v9" / "ordinals.txt").exists()
 
 
@@ -309,7 +311,10 @@ def test_cli_patterns_accept_build(tmp_path, capsys):
     assert lexicon.by_text()["for example"].source == "manual" and lexicon.by_text()["more generally"].source == "pattern"
     assert json.loads((tmp_path / "b.json").read_text())["markers"] == len(lexicon.markers)
     assert main(["lexicon", "report", "--lexicon", str(tmp_path / "v7"), "--against", "none", "--out", str(tmp_path / "r")]) == 0
-    assert "| Pattern expansion | 0 | – | 126 | – | 0 | – | 126 | – |" in (tmp_path / "r" / "table4.md").read_text()
+    table = (tmp_path / "r" / "table4.md").read_text()
+    assert "| Pattern expansion | 0 | – | 126 | – | 0 | – | 126 | – |" in table
+    assert "| Pattern expansion | 126 | 126 | 0 | 126 | – |" in table  # candidates, produced, credited elsewhere, new
+    assert "| Manual curation | 1 | 1 | 0 | 1 | – |" in table
     # bad input: a clear message and exit code 2, no traceback
     capsys.readouterr()
     assert main(["lexicon", "build", "--out", str(tmp_path / "x"), "--candidates", str(tmp_path / "nowhere")]) == 2

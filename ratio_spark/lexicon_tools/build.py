@@ -59,6 +59,7 @@ MARKER_COLUMNS = (*COLUMNS, "provenance")
 SOURCE_ORDER = {s: i for i, s in enumerate(SOURCES)}
 ROLE_ORDER = {"move": 0, "distractor": 1}
 EXTENSION_MODES = ("prefix", "enumerate")
+DETAIL_LIMIT = 500
 
 
 class LexiconBuildError(ValueError):
@@ -377,7 +378,8 @@ def build_lexicon(
         "rejected_extensions_still_matched_by_prefix": rejected_extensions,
         "ordinals": len(lexicon.ordinals),
         "seconds": round(time.time() - started, 2),
-        "details": {"covered": covered, **{k: v for k, v in dropped.items()}},
+        # Every covered or dropped marker, up to DETAIL_LIMIT per list (the counts above are complete).
+        "details": {k: v[:DETAIL_LIMIT] for k, v in {"covered": covered, **dropped}.items()},
     })
     (out / "build.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
     return BuildResult(entries, summary)

@@ -148,8 +148,6 @@ def _run_spans(args) -> dict:
 
 
 def _run_extensions(args) -> dict:
-    from pyspark.sql import functions as F
-
     from ratio_spark.lexicon_tools.extensions import (
         collect_extensions,
         extension_candidates,

@@ -169,13 +169,41 @@ def table4(lexicon: Lexicon, provenance: dict[str, dict], found: dict[str, dict]
     return rows, per_marker
 
 
+def produced_by_source(lexicon: Lexicon, provenance: dict[str, dict], found: dict[str, dict] | None) -> list[dict]:
+    """Per source: the move markers it produced (``provenance.sources``; a marker an earlier source also
+    produced counts here too), how many of them are new (credited to it in Table 4), and how many occur."""
+    out = []
+    for source in SOURCES:
+        produced, new, data = set(), set(), set()
+        for m in lexicon.markers:
+            if not m.is_move:
+                continue
+            p = provenance.get(m.text, {})
+            if source not in (p.get("sources") or [m.source]):
+                continue
+            unit = (m.label, unit_of(m.text, m.source, p))
+            produced.add(unit)
+            if m.source == source:
+                new.add(unit)
+            if found is not None and (found.get(m.text) or {}).get("matches"):
+                data.add(unit)
+        out.append({"source": source, "produced": len(produced), "new": len(new),
+                    "already_produced": len(produced - new), "data": len(data) if found is not None else None})
+    return out
+
+
+def _count(value) -> str:
+    return "–" if value is None else f"{value:,}"
+
+
 def _cell(rows: list[dict], role: str, label: str, source: str, column: str) -> str:
     row = next((r for r in rows if (r["role"], r["label"], r["source"]) == (role, label, source)), None)
     value = row[column] if row is not None else (0 if rows and (rows[0]["data_markers"] is not None or column == "lexicon_markers") else None)
     return "–" if value is None else f"{value:,}"
 
 
-def render_markdown(lexicon: Lexicon, rows: list[dict], per_marker: list[dict], meta: dict, top: int = 10) -> str:
+def render_markdown(lexicon: Lexicon, rows: list[dict], per_marker: list[dict], meta: dict, top: int = 10,
+                    produced: list[dict] | None = None, candidates: dict | None = None) -> str:
     has_data = meta.get("against") is not None
     lines = [f"# Table 4 for lexicon {lexicon.version}", ""]
     lines += [f"- {k}: {v}" for k, v in meta.items() if k not in ("files",)]
@@ -195,6 +223,14 @@ def render_markdown(lexicon: Lexicon, rows: list[dict], per_marker: list[dict], 
             data_total += (row["data_markers"] or 0) if row else 0
         total_data = f"{data_total:,}" if has_data else "–"
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {lex_total:,} | {total_data} |")
+    if produced:
+        lines += ["", "Move markers each source produced. Candidates: what the source proposed (build.json); produced: "
+                  "its markers in the lexicon, including those credited to another source (an earlier one, or the extension row for a prefix); new: those credited to it above. Base-lexicon markers are not candidates.", "",
+                  "| Source | Candidates | Produced | Credited to another source | New | Produced, in data |", "|---|---|---|---|---|---|"]
+        for p in produced:
+            n = (candidates or {}).get(p["source"])
+            lines.append(f"| {SOURCE_NAMES[p['source']]} | {_count(n)} | {p['produced']:,} | "
+                         f"{p['already_produced']:,} | {p['new']:,} | {_count(p['data'])} |")
     lines += ["", "Distractor markers by category.", "", "| Category | Lexicon | Data | Matches |", "|---|---|---|---|"]
     for category in DISTRACTOR_CATEGORIES:
         lines.append(f"| {category} | {_cell(rows, 'distractor', category, 'all', 'lexicon_markers')} | "
@@ -209,7 +245,8 @@ def render_markdown(lexicon: Lexicon, rows: list[dict], per_marker: list[dict], 
     return "\n".join(lines) + "\n"
 
 
-def write_report(out: str | Path, lexicon: Lexicon, rows: list[dict], per_marker: list[dict], meta: dict) -> dict:
+def write_report(out: str | Path, lexicon: Lexicon, rows: list[dict], per_marker: list[dict], meta: dict,
+                 produced: list[dict] | None = None, candidates: dict | None = None) -> dict:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with (out / "table4.csv").open("w", newline="", encoding="utf-8") as handle:
@@ -220,10 +257,10 @@ def write_report(out: str | Path, lexicon: Lexicon, rows: list[dict], per_marker
         writer = csv.DictWriter(handle, fieldnames=["marker", "role", "label", "source", "extendable", "unit", "matches", "variants"])
         writer.writeheader()
         writer.writerows(per_marker)
-    (out / "table4.md").write_text(render_markdown(lexicon, rows, per_marker, meta), encoding="utf-8")
+    (out / "table4.md").write_text(render_markdown(lexicon, rows, per_marker, meta, produced=produced, candidates=candidates), encoding="utf-8")
     totals = {r["label"]: {"lexicon": r["lexicon_markers"], "data": r["data_markers"], "matches": r["matches"]}
               for r in rows if r["role"] == "move" and r["source"] == "all"}
-    summary = {**meta, "moves": totals, "files": {n: str(out / n) for n in ("table4.md", "table4.csv", "markers.csv")}}
+    summary = {**meta, "moves": totals, "by_source": produced or [], "files": {n: str(out / n) for n in ("table4.md", "table4.csv", "markers.csv")}}
     (out / "report.json").write_text(json.dumps(summary, indent=2, default=str), encoding="utf-8")
     return summary
 
@@ -247,9 +284,12 @@ def lexicon_report(
         if spark is None:
             raise ValueError("the Data columns need a SparkSession")
         found, examined = occurrences(spark, lexicon, against, sentences, mined_pairs, require_comma, max_extension_words)
-    rows, per_marker = table4(lexicon, read_provenance(folder), found)
+    provenance = read_provenance(folder)
+    rows, per_marker = table4(lexicon, provenance, found)
+    build_file = lexicon_folder(folder) / "build.json"
+    candidates = json.loads(build_file.read_text()).get("candidates_by_source") if build_file.exists() else None
     meta = {"lexicon": lexicon.version, "lexicon_folder": str(lexicon_folder(folder)), "markers": len(lexicon.markers),
             "against": against, "corpus": corpus or None, **examined}
-    summary = write_report(out, lexicon, rows, per_marker, meta)
+    summary = write_report(out, lexicon, rows, per_marker, meta, produced_by_source(lexicon, provenance, found), candidates)
     summary["seconds"] = round(time.time() - started, 1)
     return summary

@@ -24,7 +24,6 @@ from __future__ import annotations
 import csv
 import html
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -211,10 +210,6 @@ def render_html(spans: list[SpanRow], title: str, meta: dict) -> str:
         parts.append("</ol>")
     parts.append("</body></html>")
     return "\n".join(parts)
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:60] or "span"
 
 
 def write_review(out: str | Path, spans: list[SpanRow], lexicon: Lexicon | None, meta: dict, title: str = "Span review") -> dict:
