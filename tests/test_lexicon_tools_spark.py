@@ -1,6 +1,6 @@
 """The lexicon toolkit's Spark half: span review, extensions, the Table 4 report, and a toolkit-built
 lexicon driving the real mining stage. Hand-built tables for the rules; 40 real papers of the bundled
-sample (``data/tables/sample``) for the report, the end-to-end run and the CLI.
+sample (``data/sample/acl-emnlp-tei``, ingested and segmented here) for the report, the end-to-end run and the CLI.
 """
 
 from __future__ import annotations
@@ -33,14 +33,12 @@ from ratio_spark.lexicon_tools.patterns import expand_patterns
 from ratio_spark.lexicon_tools.report import lexicon_report, occurrences
 from ratio_spark.lexicon_tools.span_review import mine_spans, span_counts, write_review
 from ratio_spark.matching import PairCutter
-from ratio_spark.stages import run_mine
+from ratio_spark.stages import run_ingest, run_mine, run_segment
 from ratio_spark.text import normalize_text
 
 from conftest import REPO_ROOT
 
-SAMPLE_TABLES = Path(os.environ.get("RATIO_SAMPLE_TABLES", "/work/main/data/tables/sample"))
-if not (SAMPLE_TABLES / "sentences").exists():
-    SAMPLE_TABLES = REPO_ROOT / "data" / "tables" / "sample"
+SAMPLE_TEI = REPO_ROOT / "data" / "sample" / "acl-emnlp-tei"
 SCHEMA = ("sentence_id string, paper_id string, pub_date date, section_idx int, section_heading string, "
           "para_idx int, sent_idx int, char_start int, char_end int, text string, norm_text string, norm_flag string")
 
@@ -66,15 +64,18 @@ def handmade(spark):
 
 @pytest.fixture(scope="module")
 def sample_sentences(spark, tmp_path_factory):
-    """40 real papers of the bundled sample, as a Delta sentences table under a tables root of their own."""
-    location = SAMPLE_TABLES / "sentences"
-    if not location.exists():
-        pytest.skip(f"the sample tables are not built ({location}); run `ratio-spark run --conf conf/sample.yaml`")
-    full = spark.read.format("delta").load(str(location))
-    ids = [r.paper_id for r in full.select("paper_id").distinct().orderBy("paper_id").limit(40).collect()]
-    root = tmp_path_factory.mktemp("tables")
-    full.where(full.paper_id.isin(ids)).coalesce(2).write.format("delta").save(str(root / "sentences"))
-    return root, spark.read.format("delta").load(str(root / "sentences"))
+    """40 real papers of the bundled sample (GROBID TEI), ingested and segmented by the real stages."""
+    papers = sorted(p for p in SAMPLE_TEI.glob("D16-*.tei.xml.gz") if not p.name.endswith("000.tei.xml.gz"))[:40]
+    root = tmp_path_factory.mktemp("lexicon-tools")
+    corpus = root / "corpus"
+    corpus.mkdir()
+    for path in papers:
+        shutil.copy(path, corpus / path.name)
+    config = load_config(REPO_ROOT / "conf" / "sample.yaml", [f"tables.root={root / 'tables'}", f"inputs.0.path={corpus}"])
+    run_ingest(spark, config)
+    run_segment(spark, config)
+    tables = root / "tables"
+    return tables, spark.read.format("delta").load(str(tables / "sentences"))
 
 
 def test_span_counts_follow_the_papers_rule(handmade):
