@@ -80,7 +80,9 @@ class LocalLlamaServer:
         self.n_ctx = n_ctx
         self.host = host
         self.port = port or free_port(host)
-        self.n_threads = n_threads or max(1, min(4, os.cpu_count() or 1))
+        # Half the cores: llama.cpp threads spin-wait, and on a shared 2-core machine two threads answer
+        # several times slower than one (measured: 4-5 s vs 4-30 s per answer under load).
+        self.n_threads = n_threads or max(1, min(4, (os.cpu_count() or 2) // 2))
         self.model_alias = model_alias
         self.startup_timeout_s = startup_timeout_s
         self.log_path = Path(log_path) if log_path else Path(tempfile.gettempdir()) / f"llama-server-{self.port}.log"
@@ -93,7 +95,8 @@ class LocalLlamaServer:
     def endpoint(self, name: str = "gemma-local") -> ModelEndpoint:
         return ModelEndpoint(
             name=name, model=self.model_alias, base_url=self.base_url, api_key_env="RATIO_SPARK_LOCAL_LLM_KEY",
-            json_mode="json_object_schema", fold_system_prompt=True, max_concurrency=2, timeout_s=60,
+            json_mode="json_object_schema", fold_system_prompt=True, max_concurrency=2,
+            timeout_s=600,  # one local process answers in turn; on a busy 2-core machine a queue of a few takes minutes
         )
 
     def start(self) -> "LocalLlamaServer":
