@@ -362,3 +362,15 @@ def test_batch_ingests_errors_re_asks_invalid_answers_and_resends_failures(tmp_p
         assert late.data == {"label": "yes"} and standin.route_count("POST /v1/batches") == 3
     finally:
         standin.close()
+
+
+def test_batch_state_folder_admits_one_run_at_a_time(tmp_path):
+    import fcntl
+
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    with open(state_dir / ".lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        client = make_client(tmp_path, Scripted(ok()))
+        with pytest.raises(LLMError, match="another run is using the batch state folder"):
+            client.run_batch([req()], "mock", state_dir=state_dir)

@@ -86,6 +86,21 @@ class BatchRunner:
     # -- the run
 
     def run(self, prepared: list[PreparedRequest]) -> list[ChatResult]:
+        """Hold an exclusive lock on the state folder (two runs on one folder would submit twice)."""
+        import fcntl
+
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.state_dir / ".lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise LLMError(f"another run is using the batch state folder {self.state_dir}") from None
+            try:
+                return self._run(prepared)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _run(self, prepared: list[PreparedRequest]) -> list[ChatResult]:
         client, endpoint = self.client, self.endpoint
         results: list[ChatResult | None] = [None] * len(prepared)
         todo = client._from_cache(endpoint, prepared, results)  # true cache hits first
