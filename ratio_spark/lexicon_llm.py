@@ -328,16 +328,25 @@ def merge_labels(existing: list[dict], new: list[dict]) -> list[dict]:
     return list(merged.values())
 
 
+# Sources labelled by default: generated ones. Manual spans and extensions were vetted by curators; the
+# lexicon build filters a source by labels.tsv as soon as any of its candidates is labelled, so they are
+# labelled only when named explicitly.
+DEFAULT_LABEL_SOURCES = ("llm", "pattern")
+
+
 def read_all_candidates(folder: str | Path, sources: list[str] | None = None) -> list[dict]:
-    """Candidate rows from every ``<source>.tsv`` in the folder (not labels.tsv), or only ``sources``."""
+    """Candidate rows of ``<source>.tsv`` for each of ``sources`` (default: those of
+    ``DEFAULT_LABEL_SOURCES`` that exist); never labels.tsv."""
     folder = Path(folder)
-    files = sorted(p for p in folder.glob("*.tsv") if p.name != LABELS_FILE)
     if sources:
-        wanted = {f"{s}.tsv" for s in sources}
-        missing = sorted(wanted - {p.name for p in files})
+        files = [folder / f"{s}.tsv" for s in sources]
+        missing = sorted(p.name for p in files if not p.exists())
         if missing:
             raise LexiconLLMError(f"no candidate file {', '.join(missing)} in {folder}")
-        files = [p for p in files if p.name in wanted]
+        if any(p.name == LABELS_FILE for p in files):
+            raise LexiconLLMError(f"{LABELS_FILE} holds labels, not candidates")
+    else:
+        files = [folder / f"{s}.tsv" for s in DEFAULT_LABEL_SOURCES if (folder / f"{s}.tsv").exists()]
     rows = []
     for path in files:
         rows.extend(read_tsv(path, ("marker", "move")))

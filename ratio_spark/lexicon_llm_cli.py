@@ -4,8 +4,8 @@
     ratio-spark lexicon-llm label    --conf conf/llm-local.yaml --version v2 --model gemma-local
 
 Endpoints come from the ``llm:`` section of the configuration. ``generate`` merges new candidates into
-``lexicons/<version>/candidates/llm.tsv``; ``label`` labels every candidate file of that folder and
-merges the labels into ``labels.tsv``. Both print a summary of counts and the LLM usage.
+``lexicons/<version>/candidates/llm.tsv``; ``label`` labels the generated candidates of that folder
+(``llm.tsv``, ``pattern.tsv``; other sources with ``--sources``) and merges the labels into ``labels.tsv``. Both print a summary of counts and the LLM usage.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     actions = parser.add_subparsers(dest="action", required=True)
     generate = actions.add_parser("generate", help="propose new markers of a move with one or more models")
-    label = actions.add_parser("label", help="label every candidate strong_true / weak_true / false")
+    label = actions.add_parser("label", help="label candidates strong_true / weak_true / false")
     for sub in (generate, label):
         add_config_args(sub)
         sub.add_argument("--version", required=True, help="lexicon version to write candidates for (lexicons/<version>/candidates/)")
@@ -37,7 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     generate.add_argument("--rounds", type=int, default=1, help="rounds per model; later rounds see earlier answers")
     generate.add_argument("--max-tokens", type=int, default=None, help="answer budget per request (default 40 + 16 n)")
     label.add_argument("--model", help="endpoint name that labels (default: the first of llm.models)")
-    label.add_argument("--sources", nargs="+", help="candidate files to label, by source (default: every <source>.tsv)")
+    label.add_argument("--sources", nargs="+",
+                       help="candidate files to label, by source name (default: llm and pattern; curated sources such as "
+                       "spans or extension only when named: the build then filters them by the labels too)")
     label.add_argument("--batch", action="store_true", help="use the Batch API (resumable; half price on OpenAI)")
     label.add_argument("--max-tokens", type=int, default=160)
 

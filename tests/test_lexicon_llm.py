@@ -80,8 +80,11 @@ def test_files_round_trip_and_merge(tmp_path):
     assert back["reason"] == "'quoted\" with tab and newline"  # a leading quote would open a quoted field
     newer = [{**labels[0], "label": "weak_true"}]
     assert [r["label"] for r in merge_labels(labels, newer)] == ["weak_true"]
-    # labels.tsv is not a candidate source; a missing source is a clear error.
+    # By default only generated sources are labelled (curated spans are not); never labels.tsv.
+    write_tsv(tmp_path / "candidates" / "spans.tsv", [{"marker": "for example", "move": "specify", "source": "manual",
+                                                        "provenance": "{}"}], CANDIDATE_COLUMNS)
     assert [r["marker"] for r in read_all_candidates(tmp_path / "candidates")] == ["to sidestep this"]
+    assert [r["marker"] for r in read_all_candidates(tmp_path / "candidates", ["spans"])] == ["for example"]
     with pytest.raises(LexiconLLMError, match="no candidate file pattern.tsv"):
         read_all_candidates(tmp_path / "candidates", ["pattern"])
     with pytest.raises(LexiconLLMError, match="missing columns"):
