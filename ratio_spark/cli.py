@@ -16,6 +16,7 @@ from ratio_spark.config import Config, ConfigError, load_config
 # ``ratio-spark --help`` stays fast.
 PYTHON_COMMANDS: dict[str, str] = {
     "lexicon": "ratio_spark.lexicon_tools.command",
+    "lexicon-llm": "ratio_spark.lexicon_llm_cli",
 }
 
 

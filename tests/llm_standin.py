@@ -110,7 +110,7 @@ class BatchStandIn:
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
-            with urllib.request.urlopen(request, timeout=120) as response:
+            with urllib.request.urlopen(request, timeout=600) as response:
                 status, payload = response.status, json.loads(response.read())
         except urllib.error.HTTPError as exc:
             status, payload = exc.code, {"error": {"message": exc.read().decode(errors="replace")[:300]}}

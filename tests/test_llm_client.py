@@ -27,10 +27,10 @@ SCHEMA = {
 SECRET = "sk-unit-test-SECRET-0f9e8d7c"
 
 
-def completion(content: str, prompt_tokens: int = 11, completion_tokens: int = 3) -> dict:
+def completion(content: str, prompt_tokens: int = 11, completion_tokens: int = 3, finish_reason: str = "stop") -> dict:
     return {
         "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "m",
-        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+        "choices": [{"index": 0, "finish_reason": finish_reason, "message": {"role": "assistant", "content": content}}],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                   "total_tokens": prompt_tokens + completion_tokens},
     }
@@ -152,6 +152,14 @@ def test_invalid_answers_are_re_asked_with_the_reason(tmp_path):
     assert third[3]["content"] == '{"label": "maybe"}' and "'maybe' is not one of" in third[4]["content"]
     assert result.prompt_tokens == 33 and result.completion_tokens == 9  # all three calls
     assert client.usage()["mock"]["invalid_retries"] == 2
+
+
+def test_truncated_answers_say_so(tmp_path):
+    handler = Scripted(ok('{"label": "ye', finish_reason="length"))
+    client = make_client(tmp_path, handler, max_invalid_retries=1)
+    [result] = client.complete_json([req(max_tokens=5)], "mock")
+    assert result.error == "truncated" and "max_tokens=5" in result.detail
+    assert len(handler.bodies) == 2
 
 
 def test_re_asking_is_bounded(tmp_path):
@@ -362,3 +370,23 @@ def test_batch_ingests_errors_re_asks_invalid_answers_and_resends_failures(tmp_p
         assert late.data == {"label": "yes"} and standin.route_count("POST /v1/batches") == 3
     finally:
         standin.close()
+
+
+def test_batch_state_folder_admits_one_run_at_a_time(tmp_path):
+    import fcntl
+
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    with open(state_dir / ".lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        client = make_client(tmp_path, Scripted(ok()))
+        with pytest.raises(LLMError, match="another run is using the batch state folder"):
+            client.run_batch([req()], "mock", state_dir=state_dir)
+
+
+def test_raw_control_characters_inside_strings_are_accepted():
+    from ratio_spark.llm.client import _Validators, parse_answer
+
+    validator = _Validators().get({"type": "object", "properties": {"reason": {"type": "string"}}})
+    assert parse_answer('{"reason": "two\nlines\tand a tab"}', validator) == ({"reason": "two\nlines\tand a tab"}, None, None)
+    assert parse_answer('{"reason": "cut', validator)[1] == "invalid_json"

@@ -86,6 +86,21 @@ class BatchRunner:
     # -- the run
 
     def run(self, prepared: list[PreparedRequest]) -> list[ChatResult]:
+        """Hold an exclusive lock on the state folder (two runs on one folder would submit twice)."""
+        import fcntl
+
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.state_dir / ".lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise LLMError(f"another run is using the batch state folder {self.state_dir}") from None
+            try:
+                return self._run(prepared)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _run(self, prepared: list[PreparedRequest]) -> list[ChatResult]:
         client, endpoint = self.client, self.endpoint
         results: list[ChatResult | None] = [None] * len(prepared)
         todo = client._from_cache(endpoint, prepared, results)  # true cache hits first
@@ -244,7 +259,7 @@ class BatchRunner:
         outputs = self._download(entry["output_file_id"], self.state_dir / f"output-{index:04d}.jsonl")
         errors = self._download(entry["error_file_id"], self.state_dir / f"errors-{index:04d}.jsonl")
         seen: set[str] = set()
-        to_reask: list[tuple[PreparedRequest, str, tuple[int, int]]] = []
+        to_reask: list[tuple[PreparedRequest, str, tuple[int, int], str | None]] = []
         for row in outputs + errors:
             cid = row.get("custom_id")
             if cid not in bodies:
@@ -264,6 +279,7 @@ class BatchRunner:
                           batch_prompt_tokens=pt, batch_completion_tokens=ct)
             choices = body.get("choices") or []
             content = (choices[0].get("message") or {}).get("content") if choices else None
+            finish_reason = choices[0].get("finish_reason") if choices else None
             meta = metas[cid]
             request = ChatRequest(meta["request_id"], bodies[cid]["messages"], meta["schema"], meta.get("max_tokens", 256))
             prepared = PreparedRequest(request, bodies[cid], cid)
@@ -272,8 +288,10 @@ class BatchRunner:
                 client.cache.put(cid, endpoint=endpoint.name, model=endpoint.model, request_id=meta["request_id"],
                                  data=data, prompt_tokens=pt, completion_tokens=ct, via="batch")
             elif endpoint.max_invalid_retries > 0:
-                to_reask.append((prepared, content or "", (pt, ct)))
+                to_reask.append((prepared, content or "", (pt, ct), finish_reason))
             else:
+                if finish_reason == "length":
+                    error, detail = "truncated", f"the answer hit max_tokens ({detail})"
                 self.failed[cid] = (error, detail)
         for cid in bodies:
             if cid not in seen:
@@ -284,10 +302,10 @@ class BatchRunner:
             client._run_pool(
                 endpoint, list(range(len(to_reask))),
                 lambda i: client.ask(endpoint, to_reask[i][0], first_answer=to_reask[i][1], tokens=to_reask[i][2],
-                                     via="batch+reask"),
+                                     first_finish_reason=to_reask[i][3], via="batch+reask"),
                 results, progress=f"re-ask {endpoint.name}",
             )
-            for (prepared, _, _), result in zip(to_reask, results):
+            for (prepared, _, _, _), result in zip(to_reask, results):
                 if result.error:
                     self.failed[prepared.key] = (result.error, result.detail)
         entry["ingested"] = True

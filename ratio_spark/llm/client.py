@@ -147,7 +147,7 @@ def parse_answer(content: str | None, validator) -> tuple[dict | None, str | Non
     if fenced:
         text = fenced.group(1)
     try:
-        data = json.loads(text)
+        data = json.loads(text, strict=False)  # strict=False: raw newlines/tabs inside strings (llama.cpp grammars allow them)
     except json.JSONDecodeError as exc:
         return None, "invalid_json", f"not valid JSON: {exc.msg} at character {exc.pos}"
     errors = sorted(validator.iter_errors(data), key=lambda e: list(e.path))
@@ -343,7 +343,7 @@ class LLMClient:
     # -- one request: send, validate, re-ask, cache
 
     def ask(self, endpoint: ModelEndpoint, prepared: PreparedRequest, *, first_answer: str | None = None,
-            tokens: tuple[int, int] = (0, 0), via: str = "sync") -> ChatResult:
+            first_finish_reason: str | None = None, tokens: tuple[int, int] = (0, 0), via: str = "sync") -> ChatResult:
         """Answer one prepared request (``first_answer``: an invalid answer already received, e.g. from a
         batch, to re-ask from). Valid answers are committed to the cache before returning."""
         request, body = prepared.request, prepared.body
@@ -365,9 +365,12 @@ class LLMClient:
                     error, detail = "empty_response", "the server returned no choices"
                     break
                 content = response.choices[0].message.content
+                finish_reason = response.choices[0].finish_reason
             else:
-                content, pending_answer = pending_answer, None
+                content, pending_answer, finish_reason = pending_answer, None, first_finish_reason
             data, error, detail = parse_answer(content, validator)
+            if data is None and finish_reason == "length":
+                error, detail = "truncated", f"the answer hit max_tokens={request.max_tokens} ({detail})"
             if data is not None:
                 self.cache.put(prepared.key, endpoint=endpoint.name, model=endpoint.model, request_id=request.request_id,
                                data=data, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, via=via)

@@ -12,6 +12,7 @@ proves the plumbing, not the quality of judgments.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import socket
@@ -80,11 +81,14 @@ class LocalLlamaServer:
         self.n_ctx = n_ctx
         self.host = host
         self.port = port or free_port(host)
-        self.n_threads = n_threads or max(1, min(4, os.cpu_count() or 1))
+        # Half the cores: llama.cpp threads spin-wait, and on a shared 2-core machine two threads answer
+        # several times slower than one (measured: 4-5 s vs 4-30 s per answer under load).
+        self.n_threads = n_threads or max(1, min(4, (os.cpu_count() or 2) // 2))
         self.model_alias = model_alias
         self.startup_timeout_s = startup_timeout_s
         self.log_path = Path(log_path) if log_path else Path(tempfile.gettempdir()) / f"llama-server-{self.port}.log"
         self.process: subprocess.Popen | None = None
+        self._atexit_registered = False
 
     @property
     def base_url(self) -> str:
@@ -93,7 +97,8 @@ class LocalLlamaServer:
     def endpoint(self, name: str = "gemma-local") -> ModelEndpoint:
         return ModelEndpoint(
             name=name, model=self.model_alias, base_url=self.base_url, api_key_env="RATIO_SPARK_LOCAL_LLM_KEY",
-            json_mode="json_object_schema", fold_system_prompt=True, max_concurrency=2, timeout_s=60,
+            json_mode="json_object_schema", fold_system_prompt=True, max_concurrency=2,
+            timeout_s=600,  # one local process answers in turn; on a busy 2-core machine a queue of a few takes minutes
         )
 
     def start(self) -> "LocalLlamaServer":
@@ -109,9 +114,12 @@ class LocalLlamaServer:
         ]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        start_new_session=True)
+        # Same process group as the caller: a Ctrl-C or a killed terminal takes the server down too.
+        self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
+        if not self._atexit_registered:
+            atexit.register(self.stop)  # never leave a server behind when the caller exits normally
+            self._atexit_registered = True
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -163,3 +171,44 @@ class LocalLlamaServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m ratio_spark.llm.local_server [--port 8080]``: serve until Ctrl-C (for demos and conf/llm-local.yaml)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Serve gemma 3 270M with llama.cpp on 127.0.0.1 (OpenAI-compatible).")
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--model", help="a GGUF file (default: gemma 3 270M from its PyPI package)")
+    parser.add_argument("--chat-format", default="gemma")
+    parser.add_argument("--n-ctx", type=int, default=2048)
+    parser.add_argument("--n-threads", type=int, default=None)
+    args = parser.parse_args(argv)
+    server = LocalLlamaServer(args.model, args.chat_format, args.n_ctx, port=args.port, n_threads=args.n_threads)
+
+    def _stop(signum, frame):  # SIGTERM (and SIGINT where a shell ignores it) stop the child server too
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        server.start()
+    except KeyboardInterrupt:
+        server.stop()
+        return 130
+    except LocalServerError as exc:
+        print(f"local_server: {exc}", file=sys.stderr)
+        return 2
+    print(f"serving {server.model_alias} at {server.base_url} (log: {server.log_path}); Ctrl-C stops it", flush=True)
+    try:
+        while server.running:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
