@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,8 @@ def llm_server():
     from ratio_spark.llm.local_server import LocalLlamaServer, llama_cpp_available
 
     if not llama_cpp_available():
+        if os.environ.get("RATIO_REQUIRE_LLM") == "1":  # set by .ci/run: CI must prove the LLM path
+            pytest.fail("llama-cpp-python is not installed but RATIO_REQUIRE_LLM=1 (run scripts/setup.sh)")
         pytest.skip("llama-cpp-python is not installed (scripts/setup.sh builds the wheel once and installs it)")
     server = LocalLlamaServer()
     server.start()
