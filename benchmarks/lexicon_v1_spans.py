@@ -24,10 +24,11 @@ import tarfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ratio_spark.config import load_config
+from ratio_spark.lexicon_tools.extensions import Prefix, sample_extensions
 from ratio_spark.segment import SENTENCE_COLUMNS, add_normalisation
 from ratio_spark.session import build_spark_session
 from ratio_spark.spans import consecutive_pairs, opening_span, opening_spans, sample_pairs_for_spans
@@ -109,24 +110,6 @@ def _union(frames) -> DataFrame:
     return out
 
 
-def sample_extensions(pairs: DataFrame, prefixes: list[str], k: int, seed: int) -> DataFrame:
-    """k seeded pairs per prefix whose second sentence opens with prefix + 0..5 words + comma."""
-    spark = pairs.sparkSession
-    wanted = spark.createDataFrame([(p, len(p.split(" "))) for p in prefixes], "prefix string, prefix_words int")
-    opened = pairs.where(F.col("second_norm_flag").isNull()).withColumn(
-        "span", opening_span(F.col("second_norm_text"), None)
-    )
-    words = F.size(F.split(F.col("span"), " "))
-    matched = opened.join(
-        F.broadcast(wanted),
-        ((F.col("span") == F.col("prefix")) | F.col("span").startswith(F.concat(F.col("prefix"), F.lit(" "))))
-        & (words <= F.col("prefix_words") + MAX_EXTENSION_WORDS),
-    )
-    order = F.xxhash64(F.lit(seed), F.col("first_sentence_id"), F.col("second_sentence_id"))
-    rank = F.row_number().over(Window.partitionBy("prefix").orderBy(order, "second_sentence_id"))
-    return matched.withColumn("sample_rank", rank).where(F.col("sample_rank") <= k)
-
-
 def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:60] or "span"
 
@@ -185,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = sorted(by_span.get(r.span, []), key=lambda x: x.sample_rank)
         _write_csv(out / "sheets" / f"{i:03d}_{_slug(r.span)}.csv", SHEET_COLUMNS, [[x[c] for c in SHEET_COLUMNS] for x in rows])
 
-    extension_rows = sample_extensions(pairs, CANDIDATE_PREFIXES, args.k, args.seed).select(
+    # The move only labels the sample; every candidate prefix is sampled the same way.
+    extension_rows = sample_extensions(pairs, [Prefix(p, "address") for p in CANDIDATE_PREFIXES], args.k, args.seed).select(
         "prefix", "span", *SHEET_COLUMNS
     ).collect()
     for prefix in CANDIDATE_PREFIXES:

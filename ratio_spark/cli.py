@@ -15,6 +15,8 @@ from ratio_spark.config import Config, ConfigError, load_config
 # and ``run(args) -> int`` (exit code), and keeps heavy imports (torch, faiss) inside ``run`` so that
 # ``ratio-spark --help`` stays fast.
 PYTHON_COMMANDS: dict[str, str] = {
+    "lexicon": "ratio_spark.lexicon_tools.command",
+    "lexicon-llm": "ratio_spark.lexicon_llm_cli",
     "silver": "ratio_spark.silver.cli",
 }
 

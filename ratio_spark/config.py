@@ -14,6 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ratio_spark.llm.settings import LLMSettings
 from ratio_spark.silver.settings import SilverConfig
 
 
@@ -177,6 +178,7 @@ class Config(_Strict):
     mining: MiningConfig = Field(default_factory=MiningConfig)
     splits: SplitsConfig = Field(default_factory=SplitsConfig)
     release: ReleaseConfig = Field(default_factory=ReleaseConfig)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
     silver: SilverConfig = Field(default_factory=SilverConfig)
 
     def to_yaml(self) -> str:

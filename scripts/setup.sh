@@ -31,6 +31,26 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# The local LLM server of the LLM tests (docs/llm.md). llama-cpp-python compiles for 6-10 minutes, so
+# its wheel is built once into ~/.cache/ratio-spark/wheels (cache that folder in CI) and reused by
+# later runs and fresh venvs. Only with the dev extra; RATIO_SKIP_LLAMA=1 skips it (the LLM integration tests then skip).
+LLAMA_VERSION=0.3.36
+WHEELS=${RATIO_WHEELS:-$HOME/.cache/ratio-spark/wheels}
+if [ "${RATIO_SKIP_LLAMA:-0}" != 1 ] && [[ ",$EXTRAS," == *,dev,* ]] && \
+   ! "$VENV/bin/python" -c "import llama_cpp, sys; sys.exit(llama_cpp.__version__ != '$LLAMA_VERSION')" 2>/dev/null; then
+  wheel=$(ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl 2>/dev/null | head -1 || true)
+  if [ -z "$wheel" ]; then
+    echo "setup: building the llama-cpp-python $LLAMA_VERSION wheel once into $WHEELS (6-10 minutes)"
+    mkdir -p "$WHEELS"
+    CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF" \
+      "$VENV/bin/pip" wheel -q --no-deps -w "$WHEELS" "llama-cpp-python==$LLAMA_VERSION"
+    wheel=$(ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl | head -1)
+  fi
+  echo "setup: installing $(basename "$wheel")"
+  # Its server extra's dependencies are pinned in pyproject.toml (dev extra).
+  "$VENV/bin/pip" install -q --no-deps "$wheel"
+fi
+
 echo "setup: fetching the Delta Lake and Spark NLP jars (cached after the first run)"
 "$VENV/bin/ratio-spark" jars > /dev/null
 echo "setup: ready ($("$VENV/bin/python" -c 'import pyspark, sparknlp, delta; print("pyspark", pyspark.__version__, "| spark-nlp", sparknlp.version())'))"

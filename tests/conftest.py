@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,21 @@ def spark():
     session = build_spark_session(load_config(None, ["spark.conf.spark.sql.shuffle.partitions=4"]).spark)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def llm_server():
+    """A real llama.cpp server with gemma 3 270M on 127.0.0.1 (ratio_spark.llm.local_server)."""
+    from ratio_spark.llm.local_server import LocalLlamaServer, llama_cpp_available
+
+    if not llama_cpp_available():
+        if os.environ.get("RATIO_REQUIRE_LLM") == "1":  # set by .ci/run: CI must prove the LLM path
+            pytest.fail("llama-cpp-python is not installed but RATIO_REQUIRE_LLM=1 (run scripts/setup.sh)")
+        pytest.skip("llama-cpp-python is not installed (scripts/setup.sh builds the wheel once and installs it)")
+    server = LocalLlamaServer()
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -20,10 +20,11 @@ from ratio_spark.silver.pairs import judge_text
 from ratio_spark.silver.settings import MOVES
 
 # The verdict every prompt must produce. ``reason`` comes first so that a model that writes its answer
-# in order explains before it decides.
+# in order explains before it decides. ``maxLength`` keeps a grammar-constrained small model (llama.cpp)
+# from rambling past max_tokens into invalid, truncated JSON; "one short sentence" fits easily.
 VERDICT_SCHEMA: dict = {
     "type": "object",
-    "properties": {"reason": {"type": "string"}, "accept": {"type": "boolean"}},
+    "properties": {"reason": {"type": "string", "maxLength": 400}, "accept": {"type": "boolean"}},
     "required": ["reason", "accept"],
     "additionalProperties": False,
 }

@@ -1,0 +1,10 @@
+"""The project's LLM client (see docs/llm.md): one way to ask any OpenAI-compatible model for JSON.
+
+    from ratio_spark.llm import LLMClient, LLMSettings, ModelEndpoint, ChatRequest, ChatResult
+"""
+
+from ratio_spark.llm.client import ChatRequest, ChatResult, LLMClient, LLMError
+from ratio_spark.llm.settings import LLMSettings, ModelEndpoint
+from ratio_spark.llm.batch import BatchNotFinished  # noqa: E402  (imports the client)
+
+__all__ = ["BatchNotFinished", "ChatRequest", "ChatResult", "LLMClient", "LLMError", "LLMSettings", "ModelEndpoint"]

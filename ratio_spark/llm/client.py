@@ -1,0 +1,484 @@
+"""The project's one LLM client: JSON answers from any OpenAI-compatible endpoint, cached on disk.
+
+Every LLM use (lexicon generation and labelling, the silver judge, reranking) goes through
+``LLMClient.complete_json`` (synchronous calls, bounded concurrency) or ``LLMClient.run_batch``
+(OpenAI's Batch API, half the price, hours of latency). Both share one policy:
+
+- the answer must parse as JSON and validate against the request's schema; otherwise the model is
+  re-asked with the validation error, at most ``max_invalid_retries`` times;
+- transient failures (connection, timeout, 429, 5xx) are retried with exponential backoff and
+  jitter, at most ``max_retries`` times; the SDK's own retries are off so this is the only policy;
+- every valid answer is committed to the sqlite cache the moment it arrives, keyed by the full
+  request, so a killed run loses only what was in flight and a rerun pays only for what is missing;
+- one bad request becomes ``ChatResult.error``; nothing raises for it, nothing is cached for it;
+- the API key is read from the environment when the endpoint is first used and is never logged,
+  stored in settings, cache rows or batch state files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import threading
+import time
+from collections import defaultdict
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from ratio_spark.llm.cache import AnswerCache, request_key
+from ratio_spark.llm.settings import LLMSettings, ModelEndpoint
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+KEY_VERSION = 1  # bump when the request payload layout changes, so old cache rows are not reused wrongly
+USAGE_FIELDS = (
+    "requests", "cached", "failed", "prompt_tokens", "completion_tokens",
+    "http_calls", "retries", "invalid_retries", "batch_requests", "batch_prompt_tokens", "batch_completion_tokens",
+)
+
+
+class LLMError(RuntimeError):
+    """A configuration or usage problem (unknown endpoint, missing key, bad schema); not a per-request failure."""
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    request_id: str  # the caller's id, e.g. f"{pair_id}:{prompt_id}"
+    messages: tuple[dict, ...] | list[dict]  # OpenAI chat messages
+    schema: dict  # JSON schema the answer must satisfy
+    max_tokens: int = 256
+
+
+@dataclass
+class ChatResult:
+    request_id: str
+    model: str  # the endpoint's name
+    data: dict | None  # parsed answer, valid against the schema
+    error: str | None  # snake_case reason when data is None
+    cached: bool  # served from the on-disk cache (tokens are then 0: nothing was spent now)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    detail: str | None = field(default=None, repr=False)  # human-readable detail of the error, if any
+
+
+@dataclass(frozen=True)
+class PreparedRequest:
+    """A request turned into the exact body sent to the server, and its cache key."""
+
+    request: ChatRequest
+    body: dict[str, Any]
+    key: str
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+
+
+def fold_system_messages(messages: list[dict]) -> list[dict]:
+    """Prepend the system text to the first user message (for chat formats that drop system messages)."""
+    system = [m["content"] for m in messages if m.get("role") == "system"]
+    rest = [dict(m) for m in messages if m.get("role") != "system"]
+    if not system:
+        return rest
+    text = "\n\n".join(str(s) for s in system)
+    for message in rest:
+        if message.get("role") == "user":
+            message["content"] = f"{text}\n\n{message.get('content', '')}"
+            return rest
+    return [{"role": "user", "content": text}, *rest]
+
+
+def response_format(json_mode: str, schema: dict) -> dict:
+    if json_mode == "json_schema":
+        name = re.sub(r"[^a-zA-Z0-9_-]", "_", str(schema.get("title") or "answer"))[:64]
+        return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": False}}
+    if json_mode == "json_object_schema":
+        return {"type": "json_object", "schema": schema}
+    return {"type": "json_object"}
+
+
+def schema_instruction(schema: dict) -> str:
+    return "Answer with a single JSON object that satisfies this JSON schema:\n" + json.dumps(schema, ensure_ascii=False)
+
+
+def build_body(endpoint: ModelEndpoint, request: ChatRequest) -> dict[str, Any]:
+    """The chat-completions body exactly as sent (sync) or written to a batch line."""
+    messages = [dict(m) for m in request.messages]
+    if not messages:
+        raise LLMError(f"request {request.request_id!r} has no messages")
+    if endpoint.json_mode == "json_object":
+        # Plain JSON mode cannot carry a schema: state it in the prompt (OpenAI also requires the word JSON).
+        for message in reversed(messages):
+            if message.get("role") == "user":
+                message["content"] = f"{message.get('content', '')}\n\n{schema_instruction(request.schema)}"
+                break
+        else:
+            messages.append({"role": "user", "content": schema_instruction(request.schema)})
+    if endpoint.fold_system_prompt:
+        messages = fold_system_messages(messages)
+    body: dict[str, Any] = {
+        "model": endpoint.model,
+        "messages": messages,
+        endpoint.max_tokens_param: int(request.max_tokens),
+        "response_format": response_format(endpoint.json_mode, request.schema),
+    }
+    if endpoint.temperature is not None:
+        body["temperature"] = endpoint.temperature
+    body.update(endpoint.extra_body)
+    return body
+
+
+def cache_key(endpoint: ModelEndpoint, body: dict[str, Any]) -> str:
+    return request_key({"v": KEY_VERSION, "base_url": endpoint.base_url or OPENAI_BASE_URL,
+                        "json_mode": endpoint.json_mode, "body": body})
+
+
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+
+
+def parse_answer(content: str | None, validator) -> tuple[dict | None, str | None, str | None]:
+    """(data, error, detail): the JSON object if it parses and validates, else the reason."""
+    if content is None or not content.strip():
+        return None, "invalid_json", "empty answer"
+    text = content.strip()
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced.group(1)
+    try:
+        data = json.loads(text, strict=False)  # strict=False: raw newlines/tabs inside strings (llama.cpp grammars allow them)
+    except json.JSONDecodeError as exc:
+        return None, "invalid_json", f"not valid JSON: {exc.msg} at character {exc.pos}"
+    errors = sorted(validator.iter_errors(data), key=lambda e: list(e.path))
+    if errors:
+        first = errors[0]
+        where = "/".join(str(p) for p in first.path) or "(top level)"
+        return None, "schema_mismatch", f"{where}: {first.message}"[:500]
+    if not isinstance(data, dict):
+        return None, "schema_mismatch", "the answer must be a JSON object"
+    return data, None, None
+
+
+def reask_message(detail: str, schema: dict) -> dict:
+    return {
+        "role": "user",
+        "content": f"Your previous answer was rejected ({detail}). Reply again with only a JSON object "
+        f"that satisfies this JSON schema, and nothing else:\n{json.dumps(schema, ensure_ascii=False)}",
+    }
+
+
+class _Validators:
+    """Compiled jsonschema validators, one per distinct schema (schemas are checked once, up front)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_schema: dict[str, Any] = {}
+
+    def get(self, schema: dict):
+        import jsonschema
+
+        text = json.dumps(schema, sort_keys=True)
+        with self._lock:
+            if text not in self._by_schema:
+                cls = jsonschema.validators.validator_for(schema)
+                try:
+                    cls.check_schema(schema)
+                except jsonschema.SchemaError as exc:
+                    raise LLMError(f"invalid JSON schema: {exc.message}") from None
+                self._by_schema[text] = cls(schema)
+            return self._by_schema[text]
+
+
+# ---------------------------------------------------------------------------------------------- client
+
+
+class LLMClient:
+    """JSON answers from named endpoints, with retries, a concurrency limit, an on-disk cache and usage."""
+
+    def __init__(
+        self,
+        settings: LLMSettings,
+        *,
+        http_client=None,  # an httpx.Client for every endpoint (tests pass one with a MockTransport)
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.settings = settings
+        self._endpoints = {m.name: m for m in settings.models}
+        self.cache = AnswerCache(Path(settings.cache_dir).expanduser() / "answers.sqlite")
+        self._http_client = http_client
+        self._sleep = sleep
+        self._sdk_clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._usage: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(USAGE_FIELDS, 0))
+        self._validators = _Validators()
+
+    # -- endpoints and the SDK
+
+    def endpoint(self, name: str) -> ModelEndpoint:
+        try:
+            return self._endpoints[name]
+        except KeyError:
+            known = ", ".join(sorted(self._endpoints)) or "none configured (add them under llm.models)"
+            raise LLMError(f"unknown LLM endpoint {name!r}; known: {known}") from None
+
+    def sdk(self, endpoint: ModelEndpoint):
+        """The ``openai.OpenAI`` client of an endpoint (built on first use; SDK retries off)."""
+        with self._lock:
+            if endpoint.name not in self._sdk_clients:
+                import openai
+
+                key = os.environ.get(endpoint.api_key_env)
+                if not key:
+                    if endpoint.base_url is None:
+                        raise LLMError(
+                            f"endpoint {endpoint.name!r} calls OpenAI but the environment variable "
+                            f"{endpoint.api_key_env} is not set"
+                        )
+                    key = "no-key"  # local servers (llama.cpp, vLLM without --api-key) ignore it
+                self._sdk_clients[endpoint.name] = openai.OpenAI(
+                    api_key=key, base_url=endpoint.base_url, max_retries=0,
+                    timeout=endpoint.timeout_s, http_client=self._http_client,
+                )
+            return self._sdk_clients[endpoint.name]
+
+    # -- usage
+
+    def _count(self, name: str, **deltas: int) -> None:
+        with self._lock:
+            row = self._usage[name]
+            for key, value in deltas.items():
+                row[key] += int(value)
+
+    def usage(self) -> dict[str, dict[str, int]]:
+        """Per endpoint name: requests, cached, failed, prompt_tokens, completion_tokens (tokens spent by
+        this client, sync and batch together), plus http_calls, retries, invalid_retries, batch_requests,
+        batch_prompt_tokens, batch_completion_tokens."""
+        with self._lock:
+            return {name: dict(row) for name, row in self._usage.items()}
+
+    def cost_usd(self, name: str) -> float | None:
+        """Estimated spend of this client on one endpoint, or None when the endpoint has no prices."""
+        endpoint = self.endpoint(name)
+        if endpoint.input_usd_per_mtok is None or endpoint.output_usd_per_mtok is None:
+            return None
+        row = self.usage().get(name, dict.fromkeys(USAGE_FIELDS, 0))
+        sync_in = row["prompt_tokens"] - row["batch_prompt_tokens"]
+        sync_out = row["completion_tokens"] - row["batch_completion_tokens"]
+        price = lambda tin, tout: (tin * endpoint.input_usd_per_mtok + tout * endpoint.output_usd_per_mtok) / 1e6  # noqa: E731
+        return price(sync_in, sync_out) + endpoint.batch_discount * price(row["batch_prompt_tokens"], row["batch_completion_tokens"])
+
+    def usage_report(self) -> str:
+        """A small table of usage (and cost, where the endpoint has prices) for the end of a run."""
+        lines = [f"{'endpoint':<24} {'requests':>8} {'cached':>7} {'failed':>6} {'http':>6} {'retries':>7} "
+                 f"{'re-asks':>7} {'prompt tok':>11} {'compl tok':>10} {'cost USD':>9}"]
+        for name, row in sorted(self.usage().items()):
+            cost = self.cost_usd(name) if name in self._endpoints else None
+            lines.append(
+                f"{name:<24} {row['requests']:>8} {row['cached']:>7} {row['failed']:>6} {row['http_calls']:>6} "
+                f"{row['retries']:>7} {row['invalid_retries']:>7} {row['prompt_tokens']:>11} "
+                f"{row['completion_tokens']:>10} {('%.4f' % cost) if cost is not None else '-':>9}"
+            )
+        return "\n".join(lines)
+
+    # -- preparing requests
+
+    def prepare(self, requests: Iterable[ChatRequest], endpoint: ModelEndpoint) -> list[PreparedRequest]:
+        prepared = []
+        for request in requests:
+            if not isinstance(request, ChatRequest):
+                raise LLMError(f"expected ChatRequest, got {type(request).__name__}")
+            self._validators.get(request.schema)
+            body = build_body(endpoint, request)
+            prepared.append(PreparedRequest(request, body, cache_key(endpoint, body)))
+        return prepared
+
+    def validator(self, schema: dict):
+        return self._validators.get(schema)
+
+    # -- one HTTP call with the transient-error policy
+
+    def _backoff(self, endpoint: ModelEndpoint, attempt: int, retry_after: float | None) -> float:
+        delay = min(endpoint.retry_backoff_max_s, endpoint.retry_backoff_s * (2**attempt))
+        delay *= 0.5 + random.random() / 2
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, endpoint.retry_backoff_max_s))
+        return delay
+
+    def call_with_retries(self, endpoint: ModelEndpoint, fn: Callable[[], Any]) -> tuple[Any, str | None, str | None]:
+        """Run ``fn`` (one API call) under the transient-error policy: (result, error, detail)."""
+        import openai
+
+        error = detail = None
+        for attempt in range(endpoint.max_retries + 1):
+            retry_after = None
+            self._count(endpoint.name, http_calls=1)
+            try:
+                return fn(), None, None
+            except openai.APITimeoutError:
+                error, detail = "timeout", f"no answer within {endpoint.timeout_s}s"
+            except openai.APIConnectionError as exc:
+                error, detail = "connection_error", str(exc)
+            except (openai.RateLimitError, openai.InternalServerError) as exc:
+                error, detail = f"http_{exc.status_code}", _status_detail(exc)
+                retry_after = _retry_after(exc)
+            except openai.APIStatusError as exc:  # 400, 401, 404, ...: retrying will not help
+                return None, f"http_{exc.status_code}", _status_detail(exc)
+            except openai.APIError as exc:  # e.g. a body that is not a chat completion
+                return None, "api_error", str(exc)[:300]
+            if attempt < endpoint.max_retries:
+                self._count(endpoint.name, retries=1)
+                self._sleep(self._backoff(endpoint, attempt, retry_after))
+        return None, error, detail
+
+    def _send(self, endpoint: ModelEndpoint, body: dict[str, Any]):
+        client = self.sdk(endpoint)
+        standard = {"model", "messages", "response_format", "temperature", "max_tokens", "max_completion_tokens"}
+        kwargs = {k: v for k, v in body.items() if k in standard}
+        extra = {k: v for k, v in body.items() if k not in standard}
+        return self.call_with_retries(
+            endpoint, lambda: client.chat.completions.create(**kwargs, extra_body=extra or None)
+        )
+
+    # -- one request: send, validate, re-ask, cache
+
+    def ask(self, endpoint: ModelEndpoint, prepared: PreparedRequest, *, first_answer: str | None = None,
+            first_finish_reason: str | None = None, tokens: tuple[int, int] = (0, 0), via: str = "sync") -> ChatResult:
+        """Answer one prepared request (``first_answer``: an invalid answer already received, e.g. from a
+        batch, to re-ask from). Valid answers are committed to the cache before returning."""
+        request, body = prepared.request, prepared.body
+        validator = self._validators.get(request.schema)
+        messages = list(body["messages"])
+        prompt_tokens, completion_tokens = tokens
+        error = detail = None
+        pending_answer = first_answer
+        for attempt in range(endpoint.max_invalid_retries + 1):
+            if pending_answer is None:
+                response, error, detail = self._send(endpoint, {**body, "messages": messages})
+                if error:
+                    break
+                if response.usage is not None:
+                    pt, ct = response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0
+                    prompt_tokens, completion_tokens = prompt_tokens + pt, completion_tokens + ct
+                    self._count(endpoint.name, prompt_tokens=pt, completion_tokens=ct)
+                if not response.choices:
+                    error, detail = "empty_response", "the server returned no choices"
+                    break
+                content = response.choices[0].message.content
+                finish_reason = response.choices[0].finish_reason
+            else:
+                content, pending_answer, finish_reason = pending_answer, None, first_finish_reason
+            data, error, detail = parse_answer(content, validator)
+            if data is None and finish_reason == "length":
+                error, detail = "truncated", f"the answer hit max_tokens={request.max_tokens} ({detail})"
+            if data is not None:
+                self.cache.put(prepared.key, endpoint=endpoint.name, model=endpoint.model, request_id=request.request_id,
+                               data=data, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, via=via)
+                return ChatResult(request.request_id, endpoint.name, data, None, False, prompt_tokens, completion_tokens)
+            if attempt < endpoint.max_invalid_retries:
+                self._count(endpoint.name, invalid_retries=1)
+                messages = [*messages, {"role": "assistant", "content": content or ""}, reask_message(detail, request.schema)]
+        return ChatResult(request.request_id, endpoint.name, None, error, False, prompt_tokens, completion_tokens, detail)
+
+    # -- the public API
+
+    def complete_json(self, requests: Iterable[ChatRequest], model: str, *, progress: str | None = None) -> list[ChatResult]:
+        """Results in request order. Each answer is written to the on-disk cache (sqlite, keyed by a hash
+        of the full request: base_url, model id, messages, schema, max_tokens, temperature, json_mode) as
+        soon as it arrives, so a killed run loses nothing and a rerun costs nothing. Errors become
+        ChatResult.error (never raise for one bad request); errors are not cached."""
+        endpoint = self.endpoint(model)
+        prepared = self.prepare(requests, endpoint)
+        results: list[ChatResult | None] = [None] * len(prepared)
+        todo = self._from_cache(endpoint, prepared, results)
+        if todo:
+            firsts = {key: idxs[0] for key, idxs in todo.items()}
+            self._run_pool(
+                endpoint, list(firsts.values()), lambda i: self.ask(endpoint, prepared[i]), results, progress,
+            )
+            self._copy_duplicates(todo, prepared, results)
+        self._count(endpoint.name, failed=sum(1 for r in results if r.error))
+        return results  # type: ignore[return-value]
+
+    def _from_cache(self, endpoint: ModelEndpoint, prepared: list[PreparedRequest], results: list) -> dict[str, list[int]]:
+        """Fill cached results in place; return the missing keys with the indexes that want them."""
+        self._count(endpoint.name, requests=len(prepared))
+        hits = self.cache.get_many(p.key for p in prepared)
+        todo: dict[str, list[int]] = {}
+        for i, p in enumerate(prepared):
+            hit = hits.get(p.key)
+            if hit is not None:
+                results[i] = ChatResult(p.request.request_id, endpoint.name, hit.data, None, True)
+            else:
+                todo.setdefault(p.key, []).append(i)
+        self._count(endpoint.name, cached=len(prepared) - sum(len(v) for v in todo.values()))
+        return todo
+
+    @staticmethod
+    def _copy_duplicates(todo: dict[str, list[int]], prepared: list[PreparedRequest], results: list) -> None:
+        # Identical requests in one call are asked once; the others get the same answer.
+        for idxs in todo.values():
+            for i in idxs[1:]:
+                results[i] = replace(results[idxs[0]], request_id=prepared[i].request.request_id)
+
+    def _run_pool(self, endpoint: ModelEndpoint, indexes: list[int], work: Callable[[int], ChatResult],
+                  results: list, progress: str | None) -> None:
+        """Run ``work`` over indexes with at most ``max_concurrency`` in flight; Ctrl-C cancels the queue."""
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(indexes), desc=progress, disable=progress is None, unit="req")
+        pool = ThreadPoolExecutor(max_workers=min(endpoint.max_concurrency, len(indexes)) or 1,
+                                  thread_name_prefix=f"llm-{endpoint.name}")
+        try:
+            futures: dict[Future, int] = {pool.submit(work, i): i for i in indexes}
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    results[futures[future]] = future.result()
+                    bar.update(1)
+                    if results[futures[future]].error:
+                        bar.set_postfix_str(f"last error: {results[futures[future]].error}")
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        finally:
+            bar.close()
+        pool.shutdown(wait=True)
+
+    def run_batch(self, requests: Iterable[ChatRequest], model: str, *, state_dir: str | Path,
+                  poll_interval_s: float = 30, max_wait_s: float | None = None,
+                  max_requests_per_batch: int = 50_000) -> list[ChatResult]:
+        """OpenAI Batch API: JSONL -> files.create -> batches.create -> poll -> download -> cache.
+        Resumable: the batch id is kept in state_dir; a rerun picks up the running batch; cached
+        requests are never sent again. ``max_wait_s``: stop polling after that long and raise
+        ``BatchNotFinished`` (the batch keeps running; call again to collect it)."""
+        from ratio_spark.llm.batch import BatchRunner
+
+        endpoint = self.endpoint(model)
+        runner = BatchRunner(self, endpoint, Path(state_dir).expanduser(), poll_interval_s=poll_interval_s,
+                             max_wait_s=max_wait_s, max_requests_per_batch=max_requests_per_batch)
+        return runner.run(self.prepare(requests, endpoint))
+
+    def close(self) -> None:
+        self.cache.close()
+
+    def __enter__(self) -> "LLMClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _status_detail(exc) -> str:
+    message = getattr(exc, "message", None) or str(exc)
+    return str(message)[:300]
+
+
+def _retry_after(exc) -> float | None:
+    response = getattr(exc, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
