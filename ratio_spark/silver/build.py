@@ -55,7 +55,8 @@ def build_silver(
     state_dir = Path(silver.batch_state_dir or f"{location('silver').rstrip('/')}_batches") / split
     run = judge_pairs(
         client, sample.pairs, prompts, model=silver.model, mode=silver.mode, batch_state_dir=state_dir,
-        batch_min_requests=silver.batch_min_requests, short_circuit=silver.short_circuit,
+        batch_min_requests=silver.batch_min_requests, batch_poll_interval_s=silver.batch_poll_interval_s,
+        batch_max_wait_s=silver.batch_max_wait_s, short_circuit=silver.short_circuit,
         max_tokens=silver.max_tokens,
     )
     outcome = combine(run.verdicts)

@@ -104,6 +104,8 @@ def judge_pairs(
     mode: Literal["auto", "sync", "batch"] = "sync",
     batch_state_dir: str | Path | None = None,
     batch_min_requests: int = 1000,
+    batch_poll_interval_s: float = 30,
+    batch_max_wait_s: float | None = None,
     short_circuit: bool = False,
     max_tokens: int = 256,
 ) -> JudgeRun:
@@ -151,7 +153,8 @@ def judge_pairs(
         label = f"judge {stage + 1}/{len(positions)}" if short_circuit else "judge"
         if transport == "batch":
             state = Path(batch_state_dir) / (f"stage{stage + 1}" if short_circuit else "all")
-            results = client.run_batch(requests, model, state_dir=state)
+            results = client.run_batch(requests, model, state_dir=state, poll_interval_s=batch_poll_interval_s,
+                                       max_wait_s=batch_max_wait_s)
         else:
             results = client.complete_json(requests, model, progress=label)
         by_id = {r.request_id: r for r in results}

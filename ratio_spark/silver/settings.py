@@ -49,7 +49,9 @@ class SilverConfig(_Strict):
     # uncached requests, sync otherwise.
     mode: Literal["auto", "sync", "batch"] = "auto"
     batch_min_requests: int = 1000
-    batch_state_dir: str | None = None  # None: <tables root>/_silver_batches/<split>
+    batch_state_dir: str | None = None  # None: <tables root>/silver_batches/<split>
+    batch_poll_interval_s: float = Field(default=30, gt=0)
+    batch_max_wait_s: float | None = None  # stop polling after this long (the batch keeps running; rerun)
     # Ask the second prompt only about pairs the first accepted: the AND rule gives the same set for
     # fewer requests, but rejected pairs then lack the second verdict (its error is skipped_after_reject).
     short_circuit: bool = False
