@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -19,6 +20,8 @@ from ratio_spark.silver.settings import SilverConfig
 from ratio_spark.silver.table import read_silver
 
 pytestmark = pytest.mark.slow
+
+EXAMPLE_LABELS = Path(__file__).resolve().parents[1] / "data" / "silver-example" / "labels.csv"
 
 SMALL = {"address": 2, "broaden": 1, "specify": 1}  # 4 pairs, 8 requests
 
@@ -204,3 +207,31 @@ def test_http_failures_become_failed_pairs_and_only_they_are_retried(silver_tabl
     table = read_silver(location("silver"), "test")
     assert (table["status"] != "failed").all()
     assert second.run.cost_report()["cached"].sum() == 4
+
+
+def test_agreement_command_on_the_example_labels_with_the_local_model(llm_server, silver_tables, tmp_path, capsys):
+    """``silver agreement`` end to end: the example labels' Broaden pairs, every Broaden prompt variant
+    judged by the real local model, the table printed, the selection written as a conf fragment that
+    loads."""
+    import json as _json
+
+    from ratio_spark.cli import main
+    from ratio_spark.config import load_config
+
+    endpoint = _local(llm_server).model_dump(include={"name", "model", "base_url", "json_mode", "fold_system_prompt",
+                                                      "max_concurrency", "timeout_s"})
+    selection = tmp_path / "selection.yaml"
+    code = main([
+        "silver", "agreement", "--set", f"tables.root={silver_tables}", "--set", f"llm.cache_dir={tmp_path / 'llm'}",
+        "--set", f"llm.models=[{_json.dumps(endpoint)}]", "--labels", str(EXAMPLE_LABELS), "--moves", "broaden",
+        "--out", str(tmp_path / "agreement.csv"), "--write-selection", str(selection),
+    ])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "calibration annotator: helper-silver" in out and "Both (AND)" in out
+    table = pd.read_csv(tmp_path / "agreement.csv")
+    assert set(table["move"]) == {"broaden"} and (table["n"] == 3).all()
+    assert set(table["system"]) == {"anchored-v1", "directional-v1", "minimal-v1", "ordered-v1", "relaxed-v1",
+                                    "Both (AND)"}
+    chosen = load_config(str(selection)).silver.prompts["broaden"]
+    assert len(chosen) == 2 and set(table.query("selected")["system"]) == set(chosen)

@@ -55,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     llm_args(p)
     p.add_argument("--labels", required=True, action="append", help="labels CSV (repeatable)")
     p.add_argument("--calibration-annotator", help="default: silver.calibration_annotator, else the busiest annotator")
+    p.add_argument("--moves", help="comma-separated moves to score (default: every move in the labels)")
     p.add_argument("--keep", type=int, default=2, help="prompts to select per move (default 2)")
     p.add_argument("--use-configured", action="store_true",
                    help="score the configured silver.prompts as the AND rule instead of selecting")
@@ -218,6 +219,12 @@ def _cmd_agreement(config, args) -> int:
     if missing:
         return _fail(f"{len(missing)} labelled pairs are not in the queries table (e.g. {sorted(missing)[0]}): "
                      "were the labels made on these tables?")
+    if args.moves:
+        wanted = {m.strip() for m in args.moves.split(",") if m.strip()}
+        pairs = pairs[pairs["move"].isin(wanted)]
+        labels = labels[labels["query_id"].isin(set(pairs["query_id"]))]
+        if pairs.empty:
+            return _fail(f"no labelled pairs of move(s) {sorted(wanted)}")
     all_prompts = load_prompts(config.silver.prompt_dir)
     variants = {m: list(all_prompts[m].values()) for m in sorted(pairs["move"].unique())}
     with _client(config, args) as (client, model):

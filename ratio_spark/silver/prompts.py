@@ -21,10 +21,12 @@ from ratio_spark.silver.settings import MOVES
 
 # The verdict every prompt must produce. ``reason`` comes first so that a model that writes its answer
 # in order explains before it decides. ``maxLength`` keeps a grammar-constrained small model (llama.cpp)
-# from rambling past max_tokens into invalid, truncated JSON; "one short sentence" fits easily.
+# from rambling past max_tokens into truncated JSON (the local gemma did, then was re-asked twice):
+# 200 characters are at most ~200 tokens, so the answer always closes within the default 256 tokens;
+# "one short sentence" fits easily.
 VERDICT_SCHEMA: dict = {
     "type": "object",
-    "properties": {"reason": {"type": "string", "maxLength": 400}, "accept": {"type": "boolean"}},
+    "properties": {"reason": {"type": "string", "maxLength": 200}, "accept": {"type": "boolean"}},
     "required": ["reason", "accept"],
     "additionalProperties": False,
 }
