@@ -235,3 +235,25 @@ def test_agreement_command_on_the_example_labels_with_the_local_model(llm_server
                                     "Both (AND)"}
     chosen = load_config(str(selection)).silver.prompts["broaden"]
     assert len(chosen) == 2 and set(table.query("selected")["system"]) == set(chosen)
+
+
+def test_build_and_anaphora_commands_with_the_local_model(llm_server, silver_tables, tmp_path, capsys):
+    """``ratio-spark silver build`` then ``silver anaphora``, as a user runs them (endpoint from --set)."""
+    import json as _json
+
+    from ratio_spark.cli import main
+
+    endpoint = _local(llm_server).model_dump(include={"name", "model", "base_url", "json_mode", "fold_system_prompt",
+                                                      "max_concurrency", "timeout_s"})
+    common = ["--set", f"tables.root={silver_tables}", "--set", f"tables.overrides.silver={tmp_path / 'silver'}",
+              "--set", "silver.sample={address: 2, specify: 1, broaden: 0}"]
+    code = main(["silver", "build", *common, "--set", f"llm.cache_dir={tmp_path / 'llm'}",
+                 "--set", f"llm.models=[{_json.dumps(endpoint)}]", "--cost-json", str(tmp_path / "cost.json")])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "silver test" in out and "LLM client usage" in out and "accept_rate" in out
+    report = _json.loads((tmp_path / "cost.json").read_text())
+    assert sum(r["sampled"] for r in report["counts"]) == 3 and sum(r["sent"] for r in report["cost"]) == 6
+    assert report["client_usage"]["gemma-local"]["requests"] == 6
+    assert main(["silver", "anaphora", *common]) == 0
+    assert "explicit anaphors" in capsys.readouterr().out

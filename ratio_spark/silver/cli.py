@@ -160,11 +160,13 @@ def _cmd_build(config, args) -> int:
                  f"{result.run.transport})", counts)
     cost = result.run.cost_report()
     _print_frame("cost (tokens paid in this run; cached answers are free)", cost)
+    print("\nLLM client usage:\n" + result.run.usage_report)
     print(f"\nsilver table: {result.location}  (accepted = true selects the silver queries)")
     if args.cost_json:
         Path(args.cost_json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.cost_json).write_text(json.dumps({
             "counts": counts.to_dict("records"), "cost": cost.to_dict("records"), "client_usage": result.run.usage,
+            "cost_usd": result.run.cost_usd, "transport": result.run.transport, "judge_model_id": result.run.model_id,
         }, indent=2, default=str))
     failed = int(counts["failed"].sum())
     if failed:

@@ -41,6 +41,8 @@ class JudgeRun:
     model_id: str  # the server's model id
     transport: Literal["sync", "batch"]
     usage: dict = field(default_factory=dict)  # the client's own counters, per endpoint
+    usage_report: str = ""  # the client's usage table (with a USD estimate where the endpoint has prices)
+    cost_usd: float | None = None  # the client's estimate for this endpoint; None without prices
 
     def cost_report(self) -> pd.DataFrame:
         """Per move, prompt and model: requests, cached, sent, failed, skipped, and the tokens paid for
@@ -166,7 +168,7 @@ def judge_pairs(
     verdicts = pd.DataFrame(rows, columns=VERDICT_COLUMNS)
     verdicts = verdicts.sort_values(["query_id", "position"], kind="stable").reset_index(drop=True)
     return JudgeRun(verdicts=verdicts, model=model, model_id=endpoint.model, transport=transport,
-                    usage=client.usage())
+                    usage=client.usage(), usage_report=client.usage_report(), cost_usd=client.cost_usd(model))
 
 
 def combine(verdicts: pd.DataFrame) -> pd.DataFrame:
