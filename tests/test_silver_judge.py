@@ -257,3 +257,24 @@ def test_build_and_anaphora_commands_with_the_local_model(llm_server, silver_tab
     assert report["client_usage"]["gemma-local"]["requests"] == 6
     assert main(["silver", "anaphora", *common]) == 0
     assert "explicit anaphors" in capsys.readouterr().out
+
+
+def test_short_circuit_asks_the_second_prompt_only_after_an_accept(llm_server, silver_tables, tmp_path):
+    from ratio_spark.silver.judge import SKIPPED
+
+    config = SilverConfig(sample={"address": 2, "specify": 2, "broaden": 0}, model="gemma-local", short_circuit=True)
+    location = _location(silver_tables, tmp_path)
+    result = build_silver(config, location, _client(_local(llm_server), tmp_path))
+    v = result.run.verdicts
+    first, second = v[v.position == 0].set_index("query_id"), v[v.position == 1].set_index("query_id")
+    assert len(first) == 4 and len(second) == 4 and first["error"].isna().all()
+    for qid, row in first.iterrows():
+        if row.accept:
+            assert second.at[qid, "error"] is None or pd.isna(second.at[qid, "error"])
+        else:
+            assert second.at[qid, "error"] == SKIPPED
+    cost = result.run.cost_report()
+    assert cost["sent"].sum() == 4 + int(first["accept"].sum()) and cost["skipped"].sum() == 4 - int(first["accept"].sum())
+    table = read_silver(location("silver"), "test").set_index("query_id")
+    assert (table["accepted"] == [bool(first.at[q, "accept"]) and bool(second.at[q, "accept"] is True)
+                                  for q in table.index]).all()

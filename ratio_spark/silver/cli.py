@@ -92,8 +92,12 @@ def _client(config, args):
 
         from ratio_spark.llm.local_server import LocalLlamaServer
 
-        # SIGTERM (timeout, kill) must unwind through the context manager, or the server outlives us.
-        previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        # SIGTERM (timeout, kill) must unwind through the context manager, or the server outlives us;
+        # as an interrupt, so the user is told how to resume.
+        def _interrupt(*_):
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, _interrupt)
         print("starting the local gemma server (llama.cpp on 127.0.0.1) ...", flush=True)
         try:
             server = LocalLlamaServer().start()
