@@ -246,15 +246,15 @@ def test_build_and_anaphora_commands_with_the_local_model(llm_server, silver_tab
     endpoint = _local(llm_server).model_dump(include={"name", "model", "base_url", "json_mode", "fold_system_prompt",
                                                       "max_concurrency", "timeout_s"})
     common = ["--set", f"tables.root={silver_tables}", "--set", f"tables.overrides.silver={tmp_path / 'silver'}",
-              "--set", "silver.sample={address: 2, specify: 1, broaden: 0}"]
+              "--set", "silver.sample={address: 1, specify: 1, broaden: 0}"]
     code = main(["silver", "build", *common, "--set", f"llm.cache_dir={tmp_path / 'llm'}",
                  "--set", f"llm.models=[{_json.dumps(endpoint)}]", "--cost-json", str(tmp_path / "cost.json")])
     assert code == 0
     out = capsys.readouterr().out
     assert "silver test" in out and "LLM client usage" in out and "accept_rate" in out
     report = _json.loads((tmp_path / "cost.json").read_text())
-    assert sum(r["sampled"] for r in report["counts"]) == 3 and sum(r["sent"] for r in report["cost"]) == 6
-    assert report["client_usage"]["gemma-local"]["requests"] == 6
+    assert sum(r["sampled"] for r in report["counts"]) == 2 and sum(r["sent"] for r in report["cost"]) == 4
+    assert report["client_usage"]["gemma-local"]["requests"] == 4
     assert main(["silver", "anaphora", *common]) == 0
     assert "explicit anaphors" in capsys.readouterr().out
 
@@ -262,19 +262,19 @@ def test_build_and_anaphora_commands_with_the_local_model(llm_server, silver_tab
 def test_short_circuit_asks_the_second_prompt_only_after_an_accept(llm_server, silver_tables, tmp_path):
     from ratio_spark.silver.judge import SKIPPED
 
-    config = SilverConfig(sample={"address": 2, "specify": 2, "broaden": 0}, model="gemma-local", short_circuit=True)
+    config = SilverConfig(sample={"address": 1, "specify": 2, "broaden": 0}, model="gemma-local", short_circuit=True)
     location = _location(silver_tables, tmp_path)
     result = build_silver(config, location, _client(_local(llm_server), tmp_path))
     v = result.run.verdicts
     first, second = v[v.position == 0].set_index("query_id"), v[v.position == 1].set_index("query_id")
-    assert len(first) == 4 and len(second) == 4 and first["error"].isna().all()
+    assert len(first) == 3 and len(second) == 3 and first["error"].isna().all()
     for qid, row in first.iterrows():
         if row.accept:
             assert second.at[qid, "error"] is None or pd.isna(second.at[qid, "error"])
         else:
             assert second.at[qid, "error"] == SKIPPED
     cost = result.run.cost_report()
-    assert cost["sent"].sum() == 4 + int(first["accept"].sum()) and cost["skipped"].sum() == 4 - int(first["accept"].sum())
+    assert cost["sent"].sum() == 3 + int(first["accept"].sum()) and cost["skipped"].sum() == 3 - int(first["accept"].sum())
     table = read_silver(location("silver"), "test").set_index("query_id")
     assert (table["accepted"] == [bool(first.at[q, "accept"]) and bool(second.at[q, "accept"] is True)
                                   for q in table.index]).all()

@@ -89,12 +89,13 @@ def _skipped(query_id: str, position: int, prompt: JudgePrompt) -> dict:
     }
 
 
-def choose_transport(client: "LLMClient", model: str, mode: str, uncached_hint: int, batch_min_requests: int) -> str:
-    """``auto``: the Batch API only for OpenAI itself (no base_url) and a run large enough to wait for."""
+def choose_transport(client: "LLMClient", model: str, mode: str, n_requests: int, batch_min_requests: int) -> str:
+    """``auto``: the Batch API only for OpenAI itself (no base_url) and a run large enough to wait for.
+    (A rerun whose answers are all cached sends nothing either way.)"""
     if mode != "auto":
         return mode
     endpoint = client.endpoint(model)
-    return "batch" if endpoint.base_url is None and uncached_hint >= batch_min_requests else "sync"
+    return "batch" if endpoint.base_url is None and n_requests >= batch_min_requests else "sync"
 
 
 def judge_pairs(
@@ -128,7 +129,7 @@ def judge_pairs(
     still_open = {qid: True for qid in pairs["query_id"]}
     positions = [0] if not short_circuit else list(range(depth))
     for stage, position in enumerate(positions):
-        jobs: list[tuple[str, int, JudgePrompt]] = []
+        jobs: list[tuple] = []  # (pair row, prompt position, prompt)
         for pair in pairs.itertuples(index=False):
             move_prompts = prompts[pair.move]
             wanted = range(len(move_prompts)) if not short_circuit else [position] if position < len(move_prompts) else []
