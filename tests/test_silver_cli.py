@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
+import pytest
 
 from ratio_spark.cli import main
 from ratio_spark.silver.agreement import load_labels
@@ -75,3 +77,23 @@ def test_errors_are_messages_not_tracebacks(tmp_path, capsys):
     assert main(["silver", "sheet", "--set", f"tables.root={tmp_path}", "--out", str(tmp_path),
                  "--exclude-labels", str(bad)]) == 2
     assert "perhaps" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed: the sheet's JavaScript is not run")
+def test_sheet_html_download_produces_a_labels_csv(silver_tables, tmp_path):
+    """Runs the HTML sheet's own script in node with a minimal DOM stub (no browser here)."""
+    import re
+    import subprocess
+
+    assert main(["silver", "sheet", "--set", f"tables.root={silver_tables}", "--per-move", "2",
+                 "--out", str(tmp_path)]) == 0
+    script = re.search(r"<script>(.*)</script>", (tmp_path / "sheet.html").read_text(), re.S).group(1)
+    (tmp_path / "sheet.js").write_text(script)
+    stub = Path(__file__).parent / "fixtures" / "silver" / "sheet_dom_stub.js"
+    out = subprocess.run(["node", str(stub), str(tmp_path / "sheet.js")], capture_output=True, text=True, check=True)
+    (tmp_path / "labels.csv").write_text(out.stdout)
+    labels = load_labels(tmp_path / "labels.csv")
+    sheet = pd.read_csv(tmp_path / "sheet.csv")
+    assert labels["query_id"].tolist() == sheet["query_id"].head(2).tolist()
+    assert labels["label"].tolist() == [False, True] and set(labels["annotator"]) == {"ann1"}
+    assert pd.read_csv(tmp_path / "labels.csv")["note"].iloc[1] == 'has "quotes", and a comma'
