@@ -15,6 +15,7 @@ from ratio_spark.config import Config, ConfigError, load_config
 # and ``run(args) -> int`` (exit code), and keeps heavy imports (torch, faiss) inside ``run`` so that
 # ``ratio-spark --help`` stays fast.
 PYTHON_COMMANDS: dict[str, str] = {
+    "evaluate": "ratio_spark.evaluate_cli",
 }
 
 
