@@ -11,6 +11,9 @@ Each phase runs in its own process, so that its peak RSS is its own:
   corpus' pools, and top-100 search, for the unigram and bigram variants.
 
     python benchmarks/retrieval_performance.py --tables /path/to/tables/acl --out benchmarks/results/retrieval_performance.json
+    # or in parts, adding to the same report:
+    python benchmarks/retrieval_performance.py --tables ... --models minilm --bm25 1,2
+    python benchmarks/retrieval_performance.py --tables ... --models mpnet --bm25 '' --append
 
 The figures go to docs/performance.md (section "Retrieval evaluation") with this command line.
 """
@@ -149,8 +152,10 @@ def main() -> int:
     parser.add_argument("--encode-sentences", type=int, default=1000)
     parser.add_argument("--nlist", type=int, default=1024)
     parser.add_argument("--nprobe", type=int, default=32)
-    parser.add_argument("--hnsw-size", type=int, default=100_000)
+    parser.add_argument("--hnsw-size", type=int, default=50_000)
+    parser.add_argument("--bm25", default="1,2", help="BM25 variants to time (n-gram orders; '' for none)")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" / "retrieval_performance.json"))
+    parser.add_argument("--append", action="store_true", help="add to an existing report instead of starting anew")
     parser.add_argument("--phase", choices=["encode", "faiss", "bm25"], help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--ngram", type=int, default=1, help=argparse.SUPPRESS)
@@ -163,25 +168,37 @@ def main() -> int:
         return 0
 
     common = ["--tables", args.tables, "--pool-size", str(args.pool_size), "--queries", str(args.queries)]
-    report: dict = {"command": " ".join([Path(sys.executable).name, *sys.argv]), "machine": {
-        "cpus": os.cpu_count(), "platform": platform.platform(), "load_average_at_start": os.getloadavg()},
-        "encode": [], "faiss": {}, "bm25": []}
-    work = Path(args.out).with_suffix("")
-    work.parent.mkdir(parents=True, exist_ok=True)
-    for model in args.models.split(","):
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Phases add to an existing report, so a long run can be split (e.g. --models mpnet --skip-bm25 later).
+    report: dict = json.loads(out.read_text()) if out.exists() and args.append else {}
+    report.setdefault("runs", []).append({"command": " ".join(["python", *sys.argv]), "started": time.strftime("%Y-%m-%d %H:%M"),
+                                          "cpus": os.cpu_count(), "platform": platform.platform(),
+                                          "load_average_at_start": os.getloadavg()})
+    report.setdefault("encode", {})
+    report.setdefault("faiss", {})
+    report.setdefault("bm25", {})
+
+    def save() -> None:
+        report["runs"][-1]["load_average_now"] = os.getloadavg()
+        out.write_text(json.dumps(report, indent=2))
+
+    work = out.with_suffix("")
+    for model in [m for m in args.models.split(",") if m]:
         emb = f"{work}.{model}.npy"
         print(f"encode: {model}", flush=True)
-        report["encode"].append(run_phase([*common, "--phase", "encode", "--model", model, "--encode-sentences",
-                                           str(args.encode_sentences), "--embeddings-out", emb]))
+        report["encode"][model] = run_phase([*common, "--phase", "encode", "--model", model, "--encode-sentences",
+                                             str(args.encode_sentences), "--embeddings-out", emb])
+        save()
         print(f"faiss: {model} embeddings tiled to {args.pool_size}", flush=True)
         report["faiss"][model] = run_phase([*common, "--phase", "faiss", "--embeddings-in", emb, "--nlist", str(args.nlist),
                                             "--nprobe", str(args.nprobe), "--hnsw-size", str(args.hnsw_size)])
+        save()
         Path(emb).unlink()
-    for ngram in (1, 2):
+    for ngram in [int(n) for n in args.bm25.split(",") if n]:
         print(f"bm25-{ngram}: {args.pool_size} sentences", flush=True)
-        report["bm25"].append(run_phase([*common, "--phase", "bm25", "--ngram", str(ngram)]))
-    report["machine"]["load_average_at_end"] = os.getloadavg()
-    Path(args.out).write_text(json.dumps(report, indent=2))
+        report["bm25"][f"bm25-{ngram}"] = run_phase([*common, "--phase", "bm25", "--ngram", str(ngram)])
+        save()
     print(json.dumps(report, indent=2))
     return 0
 
