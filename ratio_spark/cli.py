@@ -17,6 +17,7 @@ from ratio_spark.config import Config, ConfigError, load_config
 PYTHON_COMMANDS: dict[str, str] = {
     "lexicon": "ratio_spark.lexicon_tools.command",
     "lexicon-llm": "ratio_spark.lexicon_llm_cli",
+    "evaluate": "ratio_spark.evaluate_cli",
 }
 
 

@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ratio_spark.llm.settings import LLMSettings
+from ratio_spark.evaluation_config import EvaluationConfig
 
 
 class _Strict(BaseModel):
@@ -178,6 +179,7 @@ class Config(_Strict):
     splits: SplitsConfig = Field(default_factory=SplitsConfig)
     release: ReleaseConfig = Field(default_factory=ReleaseConfig)
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
