@@ -202,6 +202,32 @@ def test_cache_key_covers_the_whole_request(tmp_path):
     assert len(handler.bodies) == 3
 
 
+def test_cache_identity_replaces_the_server_url_in_the_key(tmp_path):
+    """The same model reached at another address (a local server on another port) answers from the cache
+    when the endpoint names it by cache_identity; without it, another base_url is another request."""
+    handler = Scripted(ok())
+    make_client(tmp_path, handler, base_url="http://127.0.0.1:1111/v1", cache_identity="llama.cpp:w").complete_json(
+        [req(0)], "mock")
+    make_client(tmp_path, handler, base_url="http://127.0.0.1:2222/v1", cache_identity="llama.cpp:w").complete_json(
+        [req(0)], "mock")
+    assert len(handler.bodies) == 1
+    make_client(tmp_path, handler, base_url="http://127.0.0.1:2222/v1", cache_identity="llama.cpp:other").complete_json(
+        [req(0)], "mock")
+    make_client(tmp_path, handler, base_url="http://127.0.0.1:2222/v1").complete_json([req(0)], "mock")
+    assert len(handler.bodies) == 3
+
+
+def test_local_server_cache_identity_names_the_weights_not_the_port(tmp_path):
+    from ratio_spark.llm.local_server import LocalLlamaServer
+
+    a, b = LocalLlamaServer(port=1111).endpoint(), LocalLlamaServer(port=2222).endpoint()
+    assert a.base_url != b.base_url and a.cache_identity == b.cache_identity
+    weights = tmp_path / "other.gguf"
+    weights.write_bytes(b"x" * 10)
+    assert LocalLlamaServer(model_path=weights, port=1111).endpoint().cache_identity != a.cache_identity
+    assert LocalLlamaServer(port=1111, chat_format="chatml").endpoint().cache_identity != a.cache_identity
+
+
 def test_identical_requests_in_one_call_are_asked_once(tmp_path):
     handler = Scripted(ok())
     client = make_client(tmp_path, handler)

@@ -55,7 +55,8 @@ def proxy(llm_server):
 
 def endpoint_via(standin: BatchStandIn, llm_server, **kw) -> ModelEndpoint:
     base = llm_server.endpoint().model_dump()
-    base.update({"base_url": standin.base_url, "name": "gemma-proxied", **kw})
+    # keyed by the stand-in's own URL: these tests count what goes through it
+    base.update({"base_url": standin.base_url, "name": "gemma-proxied", "cache_identity": None, **kw})
     return ModelEndpoint(**base)
 
 

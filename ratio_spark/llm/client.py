@@ -131,7 +131,8 @@ def build_body(endpoint: ModelEndpoint, request: ChatRequest) -> dict[str, Any]:
 
 
 def cache_key(endpoint: ModelEndpoint, body: dict[str, Any]) -> str:
-    return request_key({"v": KEY_VERSION, "base_url": endpoint.base_url or OPENAI_BASE_URL,
+    server = endpoint.cache_identity or endpoint.base_url or OPENAI_BASE_URL
+    return request_key({"v": KEY_VERSION, "base_url": server,
                         "json_mode": endpoint.json_mode, "body": body})
 
 

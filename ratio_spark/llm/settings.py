@@ -22,6 +22,9 @@ class ModelEndpoint(BaseModel):
     name: str  # our label, e.g. "gemma-local", "gpt-4o-mini"; usage and labels are reported under it
     model: str  # the server's model id
     base_url: str | None = None  # None -> OpenAI's default; e.g. http://127.0.0.1:8080/v1
+    # Names the server in the cache key instead of base_url, for a model reached at changing addresses
+    # (the bundled local server on another port answers from the same cache). None: base_url.
+    cache_identity: str | None = None
     api_key_env: str = "OPENAI_API_KEY"  # env var holding the key; the key itself is never logged or written
     # json_schema: OpenAI structured outputs; json_object_schema: llama.cpp's
     # response_format={"type": "json_object", "schema": ...}; json_object: plain JSON mode (the schema is

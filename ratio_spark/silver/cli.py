@@ -24,9 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--local-server", action="store_true",
                        help="start the bundled local gemma model (llama.cpp on 127.0.0.1) and judge with it; "
                             "its endpoint replaces silver.model")
-        p.add_argument("--local-port", type=int, default=8081,
-                       help="port of the local server (default 8081). Keep it fixed: the LLM cache is keyed by "
-                            "the full request including the server URL, so another port answers nothing from it")
+        p.add_argument("--local-port", type=int, default=None,
+                       help="port of the local server (default: a free one; the LLM cache names the local "
+                            "model by its weights, not its address, so any port answers from the same cache)")
         p.add_argument("--model", help="endpoint name from the llm: section (overrides silver.model)")
 
     p = sub.add_parser("sample", help="draw the stratified sample of a split and print its allocation")
@@ -82,17 +82,6 @@ def _load(args):
     return load_config(args.conf, args.overrides)
 
 
-def _port_free(port: int) -> bool:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 @contextlib.contextmanager
 def _client(config, args):
     """An LLMClient for the llm: section, plus the bundled local server when --local-server is given.
@@ -114,9 +103,6 @@ def _client(config, args):
         previous = signal.signal(signal.SIGTERM, _interrupt)
         print("starting the local gemma server (llama.cpp on 127.0.0.1) ...", flush=True)
         try:
-            if not _port_free(args.local_port):
-                raise LookupError(f"port {args.local_port} on 127.0.0.1 is in use: stop what runs there or pass "
-                                  "--local-port (answers cached under another port are not reused)")
             server = LocalLlamaServer(port=args.local_port).start()
         except BaseException:
             signal.signal(signal.SIGTERM, previous)
