@@ -148,12 +148,15 @@ def load_sentence_transformer(name: str, device: str | None = None, aliases: dic
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
-        return SentenceTransformer(path, device=device)
+        model = SentenceTransformer(path, device=device)
     except OSError as exc:
         raise ModelError(
             f"cannot load model {name!r} ({path}) offline: give a local folder, a name in the local Hugging Face "
             f"cache, or an alias ({', '.join(ALIASES)}): {exc}"
         ) from None
+    if str(model.device) == "cpu" and model.dtype is not None and model.dtype.is_floating_point and model.dtype.itemsize < 4:
+        model.float()  # half-precision weights load as such; on the CPU they are slow (and some ops lack kernels)
+    return model
 
 
 def add_arguments(parser) -> None:

@@ -23,6 +23,27 @@ def test_minilm_resolves_to_the_packaged_model_folder():
     assert models.resolve_model("some-org/some-model") == "some-org/some-model"  # passed on to sentence-transformers
 
 
+def test_a_half_precision_checkpoint_runs_in_fp32_on_the_cpu(tmp_path):
+    """A checkpoint saved in fp16 loads in fp16; on the CPU that is slow and drifts, so it is upcast."""
+    import shutil
+
+    import numpy as np
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    source = Path(models.resolve_model("minilm"))
+    half = tmp_path / "minilm-fp16"
+    shutil.copytree(source, half, ignore=shutil.ignore_patterns("model.safetensors"))
+    weights = load_file(source / "model.safetensors")
+    save_file({k: v.half().contiguous() for k, v in weights.items()}, half / "model.safetensors", metadata={"format": "pt"})
+    model = models.load_sentence_transformer(str(half), device="cpu")
+    assert model.dtype == torch.float32
+    full = models.load_sentence_transformer("minilm", device="cpu")
+    texts = ["To address this issue, we propose a new parser.", "For example, BLEU scores n-gram overlap."]
+    cosine = (model.encode(texts, normalize_embeddings=True) * full.encode(texts, normalize_embeddings=True)).sum(1)
+    assert np.all(cosine > 0.999)
+
+
 def make_part_wheels(folder: Path) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as model_zip:
