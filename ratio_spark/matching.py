@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 import ahocorasick
 
@@ -33,6 +34,32 @@ from ratio_spark.text import LEADING_LIST_MARKER_PATTERN
 _NOT_A_BOUNDARY = re.compile(r"[\w\-'’]")
 _COMMA = re.compile(r"\s*,\s*")
 _LIST_PREFIX = re.compile(LEADING_LIST_MARKER_PATTERN)
+
+
+def opening_regex(markers) -> str:
+    """A Java (and Python) regex true when one of ``markers`` opens the text and ends at a word boundary.
+
+    The markers are folded into a character trie, so the regex engine walks one path instead of trying
+    every marker in turn. It is a superset of rule 1 (no comma or extension check; Java's ``\\w`` is
+    ASCII-only, so a few non-boundaries pass): a cheap JVM filter before ``PairCutter.match`` decides.
+    """
+    trie: dict = {}
+    for marker in markers:
+        node = trie
+        for char in marker:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def emit(node: dict) -> str:
+        ends_here = "" in node
+        branches = [re.escape(char) + emit(child) for char, child in sorted(node.items()) if char]
+        if not branches:
+            return ""
+        if len(branches) == 1 and not ends_here:
+            return branches[0]
+        return "(?:" + "|".join(branches) + ")" + ("?" if ends_here else "")
+
+    return "^" + emit(trie) + r"(?![\w\-'’])"
 
 
 @dataclass(frozen=True)
@@ -122,9 +149,19 @@ def cut_original(original: str | None, normalised_prefix: str) -> str | None:
     """
     if original is None:
         return None
+    pattern = _original_prefix_pattern(normalised_prefix)
+    if pattern is None:
+        return original.strip()
+    found = pattern.match(original)
+    return original[found.end():].strip() if found else None
+
+
+@lru_cache(maxsize=8192)
+def _original_prefix_pattern(normalised_prefix: str) -> re.Pattern | None:
+    """The compiled pattern of ``cut_original``. Removed prefixes are markers, ordinals and list markers, a
+    few thousand distinct strings on a whole corpus, so each is compiled once per worker."""
     words = normalised_prefix.replace(",", " ").split()
     if not words:
-        return original.strip()
+        return None
     pattern = r"\s*(?:%s)?" % LEADING_LIST_MARKER_PATTERN.lstrip("^") + r"[\s,]+".join(map(re.escape, words)) + r"\s*,?\s*"
-    found = re.match(pattern, original, re.IGNORECASE)
-    return original[found.end():].strip() if found else None
+    return re.compile(pattern, re.IGNORECASE)

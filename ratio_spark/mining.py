@@ -1,12 +1,14 @@
 """Mine query-gold pairs: consecutive sentences whose second sentence opens with a lexicon marker.
 
 Pairs are formed in the JVM (a window over each paragraph), a JVM pre-filter keeps the pairs whose
-second sentence starts with the first word of some marker, and the Aho-Corasick matching and the
+second sentence opens with some marker (one regex over a trie of the markers), and the Aho-Corasick matching and the
 cutting rules (``ratio_spark.matching``) run over Arrow batches with ``mapInArrow``, the automaton
 built once on the driver and broadcast.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -14,9 +16,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ratio_spark import spans
-from ratio_spark.config import MiningConfig
 from ratio_spark.lexicon import Lexicon
-from ratio_spark.matching import PairCutter, cut_original
+from ratio_spark.matching import PairCutter, cut_original, opening_regex
+
+if TYPE_CHECKING:  # the Python workers import this module for the Arrow batches: keep pydantic out of it
+    from ratio_spark.config import MiningConfig
 
 # The ``mined_pairs`` table: one row per consecutive pair whose second sentence opens with a marker.
 # role = move: a query-gold pair of ``move``; role = distractor: the second sentence, its marker
@@ -84,53 +88,58 @@ def consecutive_pairs(sentences: DataFrame) -> DataFrame:
     )
 
 
-def first_words(lexicon: Lexicon) -> list[str]:
-    return sorted({m.text.split()[0] for m in lexicon.markers})
-
-
 def prefilter(pairs: DataFrame, lexicon: Lexicon) -> DataFrame:
-    """Keep pairs whose second sentence starts with the first word of some marker (a JVM filter)."""
-    opening = F.regexp_extract(F.col("second_norm"), r"^([^\s,]+)", 1)
-    return pairs.filter(opening.isin(first_words(lexicon)))
+    """Keep pairs whose second sentence opens with some marker at a word boundary (a JVM regex over a
+    trie of the markers), so only likely matches cross into Python; ``PairCutter`` applies the full rules."""
+    return pairs.filter(F.col("second_norm").rlike(opening_regex(m.text for m in lexicon.markers)))
+
+
+_PAIR_INPUTS = ("query_norm", "query_original", "query_flag", "second_norm", "second_original", "second_flag")
+
+
+def cut_pair(cutter: PairCutter, query_norm: str | None, query_original: str | None, query_flag: str | None,
+             second_norm: str | None, second_original: str | None, second_flag: str | None) -> list | None:
+    """One consecutive pair -> the values of ``_MATCH_FIELDS``, or None when no marker opens the second sentence."""
+    second = second_norm or ""
+    found = cutter.match(second)
+    if found is None:
+        return None
+    marker = found.marker
+    gold = cutter.strip_ordinal(second[found.rest_start:])
+    removed_from_second = second[: len(second) - len(gold)] if second.endswith(gold) else second[: found.rest_start]
+    query_norm = query_norm or ""
+    query = cutter.strip_query_marker(query_norm)
+    removed_from_query = query_norm[: len(query_norm) - len(query)] if query_norm.endswith(query) else ""
+    drop = None
+    if second_flag is not None or (marker.is_move and query_flag is not None):
+        drop = DROP_MALFORMED
+    elif marker.is_move and len(query) < cutter.min_chars:
+        drop = DROP_SHORT_QUERY
+    elif len(gold) < cutter.min_chars:
+        drop = DROP_SHORT_GOLD
+    query_cut_original = cut_original(query_original, removed_from_query)
+    return [
+        marker.role,
+        marker.label if marker.is_move else None,
+        None if marker.is_move else marker.label,
+        found.text,
+        marker.text,
+        marker.source,
+        query,
+        query_cut_original if query_cut_original is not None else query_original,
+        gold,
+        cut_original(second_original, removed_from_second),
+        drop,
+    ]
 
 
 def _cut_batch(cutter: PairCutter, batch: pa.RecordBatch) -> list[list]:
-    columns = {name: batch.column(name).to_pylist() for name in
-               ("query_norm", "query_original", "query_flag", "second_norm", "second_original", "second_flag")}
+    """``cut_pair`` over an Arrow batch, column by column (the values of ``_MATCH_FIELDS``, None where no match)."""
+    columns = [batch.column(name).to_pylist() for name in _PAIR_INPUTS]
     out: list[list] = [[] for _ in _MATCH_FIELDS]
-    for i in range(batch.num_rows):
-        second = columns["second_norm"][i] or ""
-        found = cutter.match(second)
-        if found is None:
-            row = [None] * len(_MATCH_FIELDS)
-        else:
-            marker = found.marker
-            gold = cutter.strip_ordinal(second[found.rest_start:])
-            removed_from_second = second[: len(second) - len(gold)] if second.endswith(gold) else second[: found.rest_start]
-            query = cutter.strip_query_marker(columns["query_norm"][i] or "")
-            query_norm = columns["query_norm"][i] or ""
-            removed_from_query = query_norm[: len(query_norm) - len(query)] if query_norm.endswith(query) else ""
-            drop = None
-            if columns["second_flag"][i] is not None or (marker.is_move and columns["query_flag"][i] is not None):
-                drop = DROP_MALFORMED
-            elif marker.is_move and len(query) < cutter.min_chars:
-                drop = DROP_SHORT_QUERY
-            elif len(gold) < cutter.min_chars:
-                drop = DROP_SHORT_GOLD
-            query_original = cut_original(columns["query_original"][i], removed_from_query)
-            row = [
-                marker.role,
-                marker.label if marker.is_move else None,
-                None if marker.is_move else marker.label,
-                found.text,
-                marker.text,
-                marker.source,
-                query,
-                query_original if query_original is not None else columns["query_original"][i],
-                gold,
-                cut_original(columns["second_original"][i], removed_from_second),
-                drop,
-            ]
+    empty = [None] * len(_MATCH_FIELDS)
+    for values in zip(*columns):
+        row = cut_pair(cutter, *values) or empty
         for column, value in zip(out, row):
             column.append(value)
     return out

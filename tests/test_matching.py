@@ -8,7 +8,7 @@ import pytest
 
 from ratio_spark.config import MiningConfig
 from ratio_spark.lexicon import load_lexicon
-from ratio_spark.matching import PairCutter, cut_original
+from ratio_spark.matching import PairCutter, cut_original, opening_regex
 from ratio_spark.text import normalize_text
 
 MARKERS = [
@@ -101,6 +101,48 @@ def test_original_text_is_cut_word_by_word():
     assert cut_original("To address this issue, we apply Dropout [3].", "to address this issue, ") == "we apply Dropout [3]."
     assert cut_original("(1) For example, we do X.", "for example, ") == "we do X."
     assert cut_original("Something else entirely.", "for example, ") is None
+
+
+def _opening_cases(lexicon) -> list[str]:
+    """Each marker of the real lexicon in the contexts that decide a match, plus near misses."""
+    texts = []
+    for marker in (m.text for m in lexicon.markers):
+        texts += [f"{marker}, we do x.", f"{marker} , we do x.", f"{marker} we do x.", marker, f"{marker}s, we",
+                  f"{marker}-based, we", f"{marker}'s, we", f"{marker}é, we", f"({marker}), we", f"x {marker}, we",
+                  f"{marker} of the three, we", marker[:-1]]
+    return texts
+
+
+def test_opening_regex_keeps_every_sentence_the_cutter_matches():
+    """The JVM pre-filter may pass non-matches but must never drop a match (checked on the real lexicon)."""
+    import re
+
+    for version in ("v1", "v2"):
+        lexicon = load_lexicon(version)
+        pattern = re.compile(opening_regex(m.text for m in lexicon.markers))
+        cutter = PairCutter(lexicon, require_comma=True)
+        loose = PairCutter(lexicon, require_comma=False)
+        texts = _opening_cases(lexicon)
+        kept = {t for t in texts if pattern.search(t)}
+        assert {t for t in texts if cutter.match(t) or loose.match(t)} <= kept
+        # and it is a filter: near misses that no marker opens are dropped
+        assert not any(pattern.search(t) for t in ("tomorrow, we", "x for example, we", "(for example), we"))
+        assert len(kept) < len(texts) * 0.75
+
+
+def test_opening_regex_means_the_same_in_the_jvm(spark):
+    """Spark's rlike (java.util.regex) keeps exactly what Python's re keeps, for the real lexicon."""
+    import re
+
+    lexicon = load_lexicon("v2")
+    regex = opening_regex(m.text for m in lexicon.markers)
+    texts = _opening_cases(lexicon) + ["however’s, we", "in particular’ we", "to-date, we", "to_x", "to 3, we"]
+    frame = spark.createDataFrame([(i, t) for i, t in enumerate(texts)], "i int, text string")
+    jvm = {row.i for row in frame.where(frame.text.rlike(regex)).select("i").collect()}
+    # java.util.regex's \w is ASCII-only: Python's re.ASCII means the same; Python's Unicode \w rejects
+    # more ("examplé"), which the cutter then rejects too.
+    assert jvm == {i for i, t in enumerate(texts) if re.search(regex, t, re.ASCII)}
+    assert {i for i, t in enumerate(texts) if re.search(regex, t)} < jvm
 
 
 def _sentences(spark, paragraphs):

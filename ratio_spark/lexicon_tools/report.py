@@ -30,8 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ratio_spark.lexicon import DEFAULT_LEXICON_DIR, DISTRACTOR_CATEGORIES, MOVES, SOURCES, Lexicon
-from ratio_spark.matching import PairCutter
-from ratio_spark.mining import first_words
+from ratio_spark.matching import PairCutter, opening_regex
 from ratio_spark.spans import consecutive_pairs
 
 AGAINST = ("mined_pairs", "pairs", "sentences")
@@ -76,8 +75,7 @@ def match_openings(texts: DataFrame, lexicon: Lexicon, require_comma: bool = Tru
     spark = texts.sparkSession
     cutter = PairCutter(lexicon, require_comma, max_extension_words)
     broadcast = spark.sparkContext.broadcast(cutter)
-    opening = F.regexp_extract(F.col("norm_text"), r"^([^\s,]+)", 1)
-    candidates = texts.select("norm_text").where(opening.isin(first_words(lexicon)))
+    candidates = texts.select("norm_text").where(F.col("norm_text").rlike(opening_regex(m.text for m in lexicon.markers)))
     arrow_schema = pa.schema([pa.field("marker_entry", pa.string()), pa.field("marker", pa.string())])
 
     def run(batches):
