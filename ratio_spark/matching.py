@@ -29,7 +29,7 @@ from functools import lru_cache
 import ahocorasick
 
 from ratio_spark.lexicon import Lexicon, Marker
-from ratio_spark.text import LEADING_LIST_MARKER_PATTERN
+from ratio_spark.text import LEADING_LIST_MARKER_PATTERN, trie_alternation
 
 _NOT_A_BOUNDARY = re.compile(r"[\w\-'’]")
 _COMMA = re.compile(r"\s*,\s*")
@@ -43,23 +43,7 @@ def opening_regex(markers) -> str:
     every marker in turn. It is a superset of rule 1 (no comma or extension check; Java's ``\\w`` is
     ASCII-only, so a few non-boundaries pass): a cheap JVM filter before ``PairCutter.match`` decides.
     """
-    trie: dict = {}
-    for marker in markers:
-        node = trie
-        for char in marker:
-            node = node.setdefault(char, {})
-        node[""] = {}
-
-    def emit(node: dict) -> str:
-        ends_here = "" in node
-        branches = [re.escape(char) + emit(child) for char, child in sorted(node.items()) if char]
-        if not branches:
-            return ""
-        if len(branches) == 1 and not ends_here:
-            return branches[0]
-        return "(?:" + "|".join(branches) + ")" + ("?" if ends_here else "")
-
-    return "^" + emit(trie) + r"(?![\w\-'’])"
+    return "^(?:" + trie_alternation(markers) + r")(?![\w\-'’])"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ratio_spark.config import SegmentConfig
-from ratio_spark.text import normalize_column
+from ratio_spark.text import normalize_column, trie_alternation
 
 MASK = "\ue000"  # stands in for a period that does not end a sentence; never survives to the output
 SEMICOLON_MASK = "\ue001"  # Spark NLP always splits at ";", which scientific prose uses inside sentences
@@ -39,25 +39,37 @@ def explode_paragraphs(papers: DataFrame) -> DataFrame:
 def mask_abbreviation_periods(text: Column, config: SegmentConfig) -> Column:
     """Replace periods that cannot end a sentence with MASK (JVM regexes)."""
     out = text
+    # Periods after a word that keeps them, one pass: each alternative captures the word and the
+    # replacement writes every group back (java.util.regex appends nothing for a group that did not
+    # take part) followed by MASK in place of the period.
+    after_a_word = []
     if config.abbreviations:
-        names = sorted({a.strip(".") for a in config.abbreviations}, key=len, reverse=True)
-        alternatives = "|".join(name.replace(".", r"\.") for name in names)  # "e.g" must not match "eXg"
+        # A trie of the names (escaped: "e.g" must not match "eXg"): one walk per position, not 43 tries.
+        names = trie_alternation(sorted({a.strip(".") for a in config.abbreviations}))
         # "Fig. 3", "Eq. (2)", "cf. Smith": the abbreviation followed by more text on the same sentence.
-        out = F.regexp_replace(out, rf"(?<![\w.])({alternatives})\.(?=\s*\S)", "$1" + MASK)
+        after_a_word.append(rf"(?<![\w.])({names})\.(?=\s*\S)")
     if config.protect_et_al:
         # "et al. (2019)", "et al., 2019", "et al. showed": not before a capitalised new sentence.
-        out = F.regexp_replace(out, r"\bet al\.(?=\s*[\(\[,;:a-z0-9])", "et al" + MASK)
-    # Runs of periods ("...", ". . ."): only the last one may end a sentence, and only before a capital.
-    out = F.regexp_replace(out, r"\.(?=\s?\.)|(?<=\.\s?)\.(?!\s+[A-Z])", MASK)
-    # Right before , ; : a period never ends a sentence ("U.S.,", "approx.:"); before a lowercase word
-    # it rarely does ("esp. the", "Proc. of", "e. g."): a sentence that starts with a lowercase
-    # variable or name ("x_i is ...") is merged into the previous one, a smaller loss (measured).
-    out = F.regexp_replace(out, r"\.(?=[,;:]|\s+[a-z])", MASK)
-    # Before a closing bracket or quote the sentence ends after the closer, not between the two:
-    # "(as shown above.) Next", "“stop.” Then". SegmentConfig.custom_bounds splits after the closer.
-    out = F.regexp_replace(out, "\\.(?=[)\\]\u201d\u2019\"'])", MASK)
+        after_a_word.append(r"\b(et al)\.(?=\s*[\(\[,;:a-z0-9])")
+    if after_a_word:
+        groups = "".join(f"${i + 1}" for i in range(len(after_a_word)))
+        out = F.regexp_replace(out, "|".join(after_a_word), groups + MASK)
+    # Periods that cannot end a sentence, one regex pass (each alternative masks one period and looks
+    # only at characters that are not periods, so one pass equals the three it replaced):
+    never_an_end = "|".join([
+        # runs of periods ("...", ". . ."): only the last one may end a sentence, and only before a capital;
+        r"\.(?=\s?\.)|(?<=\.\s?)\.(?!\s+[A-Z])",
+        # right before , ; : a period never ends a sentence ("U.S.,", "approx.:"); before a lowercase word
+        # it rarely does ("esp. the", "Proc. of", "e. g."): a sentence that starts with a lowercase
+        # variable or name ("x_i is ...") is merged into the previous one, a smaller loss (measured);
+        r"\.(?=[,;:]|\s+[a-z])",
+        # before a closing bracket or quote the sentence ends after the closer, not between the two:
+        # "(as shown above.) Next", "“stop.” Then" (SegmentConfig.custom_bounds splits after the closer).
+        "\\.(?=[)\\]\u201d\u2019\"'])",
+    ])
+    out = F.regexp_replace(out, never_an_end, MASK)
     if config.keep_semicolons:
-        out = F.regexp_replace(out, ";", SEMICOLON_MASK)
+        out = F.replace(out, F.lit(";"), F.lit(SEMICOLON_MASK))  # a plain string replace, no regex
     return out
 
 

@@ -33,3 +33,22 @@ def test_dehyphenation_joins_line_breaks_but_keeps_suspended_hyphens():
     assert dehyphenate("how- ever, en- sembles") == "however, ensembles"
     assert dehyphenate("pre- and post-processing, first- or second-order") == "pre- and post-processing, first- or second-order"
     assert dehyphenate("In con- trast, X- Y") == "In contrast, X- Y"
+
+
+def test_trie_alternation_matches_exactly_the_words():
+    import itertools
+    import re
+
+    from ratio_spark.config import SegmentConfig
+    from ratio_spark.lexicon import load_lexicon
+    from ratio_spark.text import trie_alternation
+
+    for words in ([a.strip(".") for a in SegmentConfig().abbreviations], [m.text for m in load_lexicon("v2").markers],
+                  ["a", "ab", "abc", "b", "a.b"]):
+        pattern = re.compile(f"(?:{trie_alternation(words)})")
+        probes = set(words) | {w[:-1] for w in words} | {w + "s" for w in words} | {w.replace(".", "x") for w in words}
+        probes |= {"".join(p) for p in itertools.product("ab.", repeat=3)}
+        for probe in probes:
+            assert bool(pattern.fullmatch(probe)) == (probe in words), probe
+    # one branch per first character at the top: the engine tries a handful of branches, not every word
+    assert trie_alternation(["fig", "figs", "eq", "eqs"]) == "(?:eq(?:s)?|fig(?:s)?)"
