@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
+from prerequisites import missing
 from ratio_spark.config import load_config
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -29,9 +29,7 @@ def llm_server():
     from ratio_spark.llm.local_server import LocalLlamaServer, llama_cpp_available
 
     if not llama_cpp_available():
-        if os.environ.get("RATIO_REQUIRE_LLM") == "1":  # set by .ci/run: CI must prove the LLM path
-            pytest.fail("llama-cpp-python is not installed but RATIO_REQUIRE_LLM=1 (run scripts/setup.sh)")
-        pytest.skip("llama-cpp-python is not installed (scripts/setup.sh builds the wheel once and installs it)")
+        missing("llama-cpp-python is not installed (scripts/setup.sh builds the wheel once and installs it)")
     server = LocalLlamaServer()
     server.start()
     yield server

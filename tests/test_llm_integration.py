@@ -20,6 +20,7 @@ import jsonschema
 import pytest
 
 from llm_standin import BatchStandIn, messages_fingerprint
+from prerequisites import missing
 from ratio_spark.llm import ChatRequest, LLMClient, LLMSettings, ModelEndpoint
 from ratio_spark.llm.client import build_body
 
@@ -175,7 +176,7 @@ def test_server_killed_mid_run_loses_nothing_and_answers_each_request_once(tmp_p
     from ratio_spark.llm.local_server import LocalLlamaServer, llama_cpp_available
 
     if not llama_cpp_available():
-        pytest.skip("llama-cpp-python is not installed")
+        missing("llama-cpp-python is not installed")
     server = LocalLlamaServer()  # its own server: this test kills it
     server.start()
     standin = BatchStandIn(upstream=server.base_url)

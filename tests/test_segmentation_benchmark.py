@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from prerequisites import missing
 from ratio_spark.config import SegmentConfig
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "segmentation_quality.py"
@@ -66,7 +67,7 @@ def test_paper_sections_skip_title_and_unescape():
 @pytest.fixture(scope="module")
 def sections():
     if not sq.DEFAULT_ARCHIVE.exists():
-        pytest.skip(f"ScisummNet archive not found: {sq.DEFAULT_ARCHIVE}")
+        missing(f"ScisummNet archive not found: {sq.DEFAULT_ARCHIVE}")
     paper_ids, sections = sq.read_sections(sq.DEFAULT_ARCHIVE, limit=20)
     assert len(paper_ids) == 20
     return sections

@@ -9,6 +9,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from prerequisites import missing
 from ratio_spark.cli import main
 from ratio_spark.silver.agreement import load_labels
 from ratio_spark.silver.table import SILVER_SCHEMA, write_silver
@@ -79,9 +80,10 @@ def test_errors_are_messages_not_tracebacks(tmp_path, capsys):
     assert "perhaps" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed: the sheet's JavaScript is not run")
 def test_sheet_html_download_produces_a_labels_csv(silver_tables, tmp_path):
     """Runs the HTML sheet's own script in node with a minimal DOM stub (no browser here)."""
+    if shutil.which("node") is None:
+        missing("node is not installed: the sheet's JavaScript is not run")
     import re
     import subprocess
 
