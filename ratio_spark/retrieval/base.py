@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -57,6 +57,23 @@ def deterministic_top_k(scores: np.ndarray, k: int) -> np.ndarray:
         candidates = np.arange(n)
     order = np.lexsort((candidates, -scores[candidates]))
     return candidates[order][:k]
+
+
+def top_k_per_query(queries: Sequence, score: Callable[[object], np.ndarray], k: int, *, desc: str,
+                    progress: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``search``'s arrays for retrievers that score the whole pool per query (BM25, MaxSim): each
+    query's ``score(query)`` over all rows, cut with ``deterministic_top_k``; -1 pads short rows."""
+    from tqdm.auto import tqdm
+
+    all_scores = np.zeros((len(queries), k), dtype=np.float32)
+    all_rows = np.full((len(queries), k), -1, dtype=np.int64)
+    for i, query in enumerate(tqdm(queries, desc=desc, unit="query", mininterval=1.0, leave=False,
+                                   disable=not progress or len(queries) < PROGRESS_MIN)):
+        scores = score(query)
+        top = deterministic_top_k(scores, k)
+        all_rows[i, : len(top)] = top
+        all_scores[i, : len(top)] = scores[top]
+    return all_scores, all_rows
 
 
 class Retriever(ABC):

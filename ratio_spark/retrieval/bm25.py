@@ -15,7 +15,7 @@ import numpy as np
 
 from ratio_spark.benchmark_data import CandidatePool
 from ratio_spark.retrieval.analyzer import Analyzer, ngram_order_name
-from ratio_spark.retrieval.base import PROGRESS_MIN, Retriever, deterministic_top_k
+from ratio_spark.retrieval.base import PROGRESS_MIN, Retriever, top_k_per_query
 
 
 class BM25Retriever(Retriever):
@@ -60,18 +60,8 @@ class BM25Retriever(Retriever):
     def search(self, texts: Sequence[str], move: str, k: int) -> tuple[np.ndarray, np.ndarray]:
         if self._bm25 is None:
             raise RuntimeError(f"{self.name}: index a pool first")
-        from tqdm.auto import tqdm
-
-        k = min(k, self._pool_size)
-        all_scores = np.zeros((len(texts), k), dtype=np.float32)
-        all_rows = np.full((len(texts), k), -1, dtype=np.int64)
-        for i, text in enumerate(tqdm(texts, desc=f"{self.name}: {move}", unit="query", disable=not self.progress or len(texts) < PROGRESS_MIN,
-                                      mininterval=1.0, leave=False)):
-            scores = self.scores(text)
-            top = deterministic_top_k(scores, k)
-            all_rows[i, : len(top)] = top
-            all_scores[i, : len(top)] = scores[top]
-        return all_scores, all_rows
+        return top_k_per_query(texts, self.scores, min(k, self._pool_size), desc=f"{self.name}: {move}",
+                               progress=self.progress)
 
     def describe(self) -> dict:
         return {**super().describe(), "ngram": self.ngram, "k1": self.k1, "b": self.b, "method": self.method,

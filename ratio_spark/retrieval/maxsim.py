@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from ratio_spark.benchmark_data import CandidatePool
-from ratio_spark.retrieval.base import PROGRESS_MIN, Retriever, deterministic_top_k
+from ratio_spark.retrieval.base import PROGRESS_MIN, Retriever, top_k_per_query
 
 
 class MaxSimRetriever(Retriever):
@@ -73,19 +73,9 @@ class MaxSimRetriever(Retriever):
     def search(self, texts: Sequence[str], move: str, k: int) -> tuple[np.ndarray, np.ndarray]:
         if self._tokens is None:
             raise RuntimeError(f"{self.name}: index a pool first")
-        from tqdm.auto import tqdm
-
-        k = min(k, self._pool_size)
         queries = self.token_embeddings(texts, self.max_query_tokens)
-        all_scores = np.zeros((len(texts), k), dtype=np.float32)
-        all_rows = np.full((len(texts), k), -1, dtype=np.int64)
-        for i, query in enumerate(tqdm(queries, desc=f"{self.name}: {move}", unit="query", mininterval=1.0,
-                                       disable=not self.progress or len(queries) < 200, leave=False)):
-            scores = self.scores(query)
-            top = deterministic_top_k(scores, k)
-            all_rows[i, : len(top)] = top
-            all_scores[i, : len(top)] = scores[top]
-        return all_scores, all_rows
+        return top_k_per_query(queries, self.scores, min(k, self._pool_size), desc=f"{self.name}: {move}",
+                               progress=self.progress)
 
     def describe(self) -> dict:
         return {**super().describe(), "model": self.model_name, "trained_for_late_interaction": False,
