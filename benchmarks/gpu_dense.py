@@ -41,7 +41,7 @@ def make_reference(args) -> None:
     import pyarrow.parquet as pq
     from deltalake import DeltaTable
 
-    from ratio_spark.retrieval.dense import GENERIC_PREFIXES, DenseRetriever
+    from ratio_spark.evaluation.retrieval.dense import GENERIC_PREFIXES, DenseRetriever
 
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -68,7 +68,7 @@ def _rate(retriever, texts: list[str], prefix: str) -> tuple[float, np.ndarray]:
 def check(args) -> dict:
     import torch
 
-    from ratio_spark.retrieval.dense import GENERIC_PREFIXES, DenseRetriever
+    from ratio_spark.evaluation.retrieval.dense import GENERIC_PREFIXES, DenseRetriever
 
     workdir = Path(args.workdir)
     texts = _texts(workdir)[: args.max_texts]

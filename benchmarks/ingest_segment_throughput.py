@@ -23,11 +23,11 @@ from pathlib import Path
 
 from pyspark.sql import functions as F
 
-from ratio_spark.config import load_config
-from ratio_spark.ingest import ingest
-from ratio_spark.segment import explode_paragraphs, segment_papers
-from ratio_spark.session import build_spark_session
-from ratio_spark.stages import run_ingest, run_segment
+from ratio_spark.core.config import load_config
+from ratio_spark.pipeline.ingest import ingest
+from ratio_spark.pipeline.segment import explode_paragraphs, segment_papers
+from ratio_spark.pipeline.session import build_spark_session
+from ratio_spark.pipeline.stages import run_ingest, run_segment
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -27,11 +27,12 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ratio_spark.config import load_config
-from ratio_spark.lexicon_tools.extensions import Prefix, sample_extensions
-from ratio_spark.segment import SENTENCE_COLUMNS, add_normalisation
-from ratio_spark.session import build_spark_session
-from ratio_spark.spans import consecutive_pairs, opening_span, opening_spans, sample_pairs_for_spans
+from ratio_spark.core.config import load_config
+from ratio_spark.lexicon.curation.extensions import Prefix, sample_extensions
+from ratio_spark.pipeline.segment import SENTENCE_COLUMNS, add_normalisation
+from ratio_spark.pipeline.session import build_spark_session
+from ratio_spark.pipeline.pairs import consecutive_pairs
+from ratio_spark.lexicon.curation.spans import opening_span, opening_spans, sample_pairs_for_spans
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SCISUMMNET = REPO.parent / "shared" / "corpora" / "scisummnet-2019-sentences-xml.tar.gz"

@@ -23,11 +23,11 @@ from pathlib import Path
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ratio_spark.config import MiningConfig, load_config
-from ratio_spark.lexicon import load_lexicon
-from ratio_spark.matching import PairCutter
-from ratio_spark.mining import _MATCH_FIELDS, _PAIR_INPUTS, consecutive_pairs, cut_pair, match_markers, prefilter
-from ratio_spark.session import build_spark_session
+from ratio_spark.core.config import MiningConfig, load_config
+from ratio_spark.lexicon.loader import load_lexicon
+from ratio_spark.lexicon.matcher import PairCutter
+from ratio_spark.pipeline.mine import _MATCH_FIELDS, _PAIR_INPUTS, cut_pair, pairs_for_mining, match_markers, prefilter
+from ratio_spark.pipeline.session import build_spark_session
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -81,15 +81,15 @@ def main() -> None:
             replicated = replicated.withColumn("sentence_id", F.concat_ws(":", "paper_id", "section_idx", "para_idx", "sent_idx"))
             replicated.write.format("delta").mode("overwrite").save(location)
         sentences = spark.read.format("delta").load(location)
-        pairs = consecutive_pairs(sentences)
+        pairs = pairs_for_mining(sentences)
         pairs.count()  # warm the JVM and the page cache
         if "first_python_job_seconds" not in results:
             # The first Python job of a session starts the Python workers (a fixed cost, paid once per run).
             results["first_python_job_seconds"] = round(timed(lambda: matched(pairs).count())[0], 2)
-        bare_seconds, n_pairs = timed(lambda: consecutive_pairs(sentences).count())
-        full_seconds, _ = timed(lambda: consecutive_pairs(sentences).select(
+        bare_seconds, n_pairs = timed(lambda: pairs_for_mining(sentences).count())
+        full_seconds, _ = timed(lambda: pairs_for_mining(sentences).select(
             F.sum(F.xxhash64(*pairs.columns) % 1000)).first())
-        match_seconds, n_matched = timed(lambda: matched(consecutive_pairs(sentences)).count())
+        match_seconds, n_matched = timed(lambda: matched(pairs_for_mining(sentences)).count())
         row = {
             "pairs": n_pairs, "matched": n_matched,
             "bare_scan_seconds": round(bare_seconds, 2), "full_scan_seconds": round(full_seconds, 2),
@@ -99,7 +99,7 @@ def main() -> None:
             "matching_over_full_scan": round(match_seconds / full_seconds, 2),
         }
         if scale == 1:
-            udf_seconds, udf_matched = timed(lambda: matched_by_row_udf(consecutive_pairs(sentences)).count())
+            udf_seconds, udf_matched = timed(lambda: matched_by_row_udf(pairs_for_mining(sentences)).count())
             row.update({"row_udf_seconds": round(udf_seconds, 2), "row_udf_matched": udf_matched,
                         "row_udf_over_vectorised": round(udf_seconds / match_seconds, 2)})
         results["scales"][f"{scale}x"] = row

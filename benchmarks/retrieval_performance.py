@@ -42,7 +42,7 @@ def peak_rss_mb() -> float:
 
 def real_sentences(tables: str, limit: int | None = None) -> list[str]:
     """Every split's pool sentences and query sentences of a tables root, in a fixed order."""
-    from ratio_spark.benchmark_data import read_delta
+    from ratio_spark.evaluation.data import read_delta
 
     texts: list[str] = []
     for split in ("train", "validation", "test"):
@@ -55,7 +55,7 @@ def replicate(texts: list[str], size: int) -> list[str]:
 
 
 def phase_encode(args) -> dict:
-    from ratio_spark.models import load_sentence_transformer
+    from ratio_spark.evaluation.models import load_sentence_transformer
 
     texts = real_sentences(args.tables)
     sample = texts[:: max(1, len(texts) // args.encode_sentences)][: args.encode_sentences]
@@ -83,7 +83,7 @@ def tiled_pool(embeddings: np.ndarray, size: int, seed: int = 0) -> np.ndarray:
 def phase_faiss(args) -> dict:
     import faiss
 
-    from ratio_spark.retrieval.dense import build_faiss_index, overlap_recall
+    from ratio_spark.evaluation.retrieval.dense import build_faiss_index, overlap_recall
 
     base = np.load(args.embeddings_in)
     pool = tiled_pool(base, args.pool_size)
@@ -115,10 +115,10 @@ def phase_faiss(args) -> dict:
 
 
 def phase_bm25(args) -> dict:
-    from ratio_spark.benchmark_data import CandidatePool
-    from ratio_spark.retrieval.base import retrieve
-    from ratio_spark.benchmark_data import Query
-    from ratio_spark.retrieval.bm25 import BM25Retriever
+    from ratio_spark.evaluation.data import CandidatePool
+    from ratio_spark.evaluation.retrieval.base import retrieve
+    from ratio_spark.evaluation.data import Query
+    from ratio_spark.evaluation.retrieval.bm25 import BM25Retriever
 
     texts = real_sentences(args.tables)
     pool_texts = replicate(texts, args.pool_size)

@@ -3,7 +3,7 @@
 ScisummNet (2019) ships 978 ACL papers already split into sentences
 (``<PAPER><ABSTRACT|SECTION><S sid=...>``). For every section (and the abstract) the reference
 sentences are joined with single spaces into one text; that text is split again by our segmenter
-(``ratio_spark.segment.split_sentences``: masking + Spark NLP's SentenceDetector, all in the JVM)
+(``ratio_spark.pipeline.segment.split_sentences``: masking + Spark NLP's SentenceDetector, all in the JVM)
 under several ``SegmentConfig`` variants, by Spark NLP's SentenceDetector alone with its defaults,
 and by pysbd. A boundary is the character offset where a sentence ends in the joined text (the end
 of the text itself is not counted: every segmenter finds it). Predicted and reference boundaries
@@ -32,7 +32,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from ratio_spark.config import SegmentConfig
+from ratio_spark.core.config import SegmentConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_ARCHIVE = REPO_ROOT.parent / "shared" / "corpora" / "scisummnet-2019-sentences-xml.tar.gz"
@@ -179,7 +179,7 @@ def spark_segment(spark, sections: list[Section], config: SegmentConfig, mask: b
     their span of the input (a period not restored, a wrong offset)."""
     from pyspark.sql import functions as F
 
-    from ratio_spark.segment import MASK, sentence_pipeline, split_sentences
+    from ratio_spark.pipeline.segment import MASK, sentence_pipeline, split_sentences
 
     frame = spark.createDataFrame([(s.key, s.text) for s in sections], "key string, section_text string")
     started = time.perf_counter()
@@ -304,8 +304,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS) + BASELINES, help="default: all")
     args = parser.parse_args(argv)
 
-    from ratio_spark.config import load_config
-    from ratio_spark.session import build_spark_session
+    from ratio_spark.core.config import load_config
+    from ratio_spark.pipeline.session import build_spark_session
 
     paper_ids, sections = read_sections(args.archive, args.limit)
     summary = {

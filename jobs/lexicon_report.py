@@ -1,11 +1,11 @@
-"""spark-submit entry point: ratio-spark lexicon report. Wiring only; the work is in ratio_spark.lexicon_tools.
+"""spark-submit entry point: ratio-spark lexicon report. Wiring only; the work is in ratio_spark.lexicon.curation.
 
     spark-submit --py-files ratio_spark.zip jobs/lexicon_report.py --conf conf/emr.yaml --out ... [--set key=value ...]
 """
 
 import sys
 
-from ratio_spark.cli import main
+from ratio_spark.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main(["lexicon", "report", *sys.argv[1:]]))

@@ -5,7 +5,7 @@
 
 import sys
 
-from ratio_spark.cli import main
+from ratio_spark.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main(["segment", *sys.argv[1:]]))

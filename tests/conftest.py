@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from prerequisites import missing
-from ratio_spark.config import load_config
+from ratio_spark.core.config import load_config
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -16,7 +16,7 @@ SHARED = REPO_ROOT.parent / "shared"
 
 @pytest.fixture(scope="session")
 def spark():
-    from ratio_spark.session import build_spark_session
+    from ratio_spark.pipeline.session import build_spark_session
 
     session = build_spark_session(load_config(None, ["spark.conf.spark.sql.shuffle.partitions=4"]).spark)
     yield session

@@ -1,7 +1,7 @@
 import pytest
 import yaml
 
-from ratio_spark.config import ConfigError, load_config
+from ratio_spark.core.config import ConfigError, load_config
 
 from conftest import REPO_ROOT
 

@@ -16,12 +16,12 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import write_deltalake
 
-from ratio_spark.benchmark_data import BenchmarkDataError, load_split
-from ratio_spark.evaluation_config import EvaluationConfig, parse_retriever_spec
-from ratio_spark.retrieval.analyzer import Analyzer
-from ratio_spark.retrieval.base import retrieve
-from ratio_spark.retrieval.bm25 import BM25Retriever
-from ratio_spark.retrieval.cache import EmbeddingCache
+from ratio_spark.evaluation.data import BenchmarkDataError, load_split
+from ratio_spark.evaluation.settings import EvaluationConfig, parse_retriever_spec
+from ratio_spark.evaluation.retrieval.analyzer import Analyzer
+from ratio_spark.evaluation.retrieval.base import retrieve
+from ratio_spark.evaluation.retrieval.bm25 import BM25Retriever
+from ratio_spark.evaluation.retrieval.cache import EmbeddingCache
 
 FIXTURE = Path(__file__).parent / "fixtures" / "eval"
 
@@ -157,7 +157,7 @@ def small_pool(eval_tables):
 
 @pytest.mark.slow
 def test_dense_retrieval_with_a_real_model_and_its_cache(small_pool, tmp_path):
-    from ratio_spark.retrieval.dense import DenseRetriever
+    from ratio_spark.evaluation.retrieval.dense import DenseRetriever
 
     data, queries, pool = small_pool
     cache = EmbeddingCache(tmp_path / "cache")
@@ -186,7 +186,7 @@ def test_dense_retrieval_with_a_real_model_and_its_cache(small_pool, tmp_path):
 
 @pytest.mark.slow
 def test_prefix_modes(small_pool, tmp_path):
-    from ratio_spark.retrieval.dense import MOVE_INSTRUCTIONS, DenseRetriever
+    from ratio_spark.evaluation.retrieval.dense import MOVE_INSTRUCTIONS, DenseRetriever
 
     cache = EmbeddingCache(tmp_path / "cache")
     assert DenseRetriever("minilm", "generic", cache=cache).prefixes("address") == ("query: ", "document: ")
@@ -199,7 +199,7 @@ def test_prefix_modes(small_pool, tmp_path):
 
 @pytest.mark.slow
 def test_approximate_indexes_report_their_recall_against_exact_search(small_pool, tmp_path):
-    from ratio_spark.retrieval.dense import DenseRetriever
+    from ratio_spark.evaluation.retrieval.dense import DenseRetriever
 
     data, queries, pool = small_pool
     cache = EmbeddingCache(tmp_path / "cache")
@@ -222,7 +222,7 @@ def test_approximate_indexes_report_their_recall_against_exact_search(small_pool
 
 
 def run_cli(*args: str) -> int:
-    from ratio_spark.cli import main
+    from ratio_spark.cli.main import main
 
     return main(["evaluate", *args])
 

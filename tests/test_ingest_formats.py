@@ -15,11 +15,11 @@ from urllib.parse import urlparse
 
 import pytest
 
-from ratio_spark.config import Config
-from ratio_spark.ingest import ingest
-from ratio_spark.ingest.options import ReaderOptions
-from ratio_spark.ingest.s2orc import parse_s2orc_2020, read_s2orc_current
-from ratio_spark.ingest.spark_io import LINE_SUFFIXES
+from ratio_spark.core.config import Config
+from ratio_spark.pipeline.ingest import ingest
+from ratio_spark.pipeline.ingest.options import ReaderOptions
+from ratio_spark.pipeline.ingest.s2orc import parse_s2orc_2020, read_s2orc_current
+from ratio_spark.pipeline.ingest.spark_io import LINE_SUFFIXES
 
 READERS = Path(__file__).resolve().parent / "fixtures" / "readers"
 EXPECTED = json.loads((READERS / "expected.json").read_text())

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from ratio_spark.config import load_config
-from ratio_spark.jars import ensure_jars
-from ratio_spark.stages import PIPELINE, STAGES
+from ratio_spark.core.config import load_config
+from ratio_spark.pipeline.jars import ensure_jars
+from ratio_spark.pipeline.stages import PIPELINE, STAGES
 
 from conftest import REPO_ROOT
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ratio_spark.lexicon import (
+from ratio_spark.lexicon.loader import (
     COLUMNS,
     DEFAULT_LEXICON_DIR,
     DISTRACTOR_CATEGORIES,
@@ -15,7 +15,7 @@ from ratio_spark.lexicon import (
     LexiconError,
     load_lexicon,
 )
-from ratio_spark.text import normalize_text
+from ratio_spark.core.text import normalize_text
 
 V1 = DEFAULT_LEXICON_DIR / "v1"
 GOOD_ROWS = [

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ratio_spark.cli import main
-from ratio_spark.lexicon_llm import (
+from ratio_spark.cli.main import main
+from ratio_spark.lexicon.curation.llm import (
     CANDIDATE_COLUMNS, GENERATE_PROMPT, LABEL_COLUMNS, LABEL_PROMPT, LABELS, LexiconLLMError, clean_marker,
     load_moves, load_prompt, merge_candidates, merge_labels, move_values, read_all_candidates, read_tsv, write_tsv,
 )

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from ratio_spark.cli import main
-from ratio_spark.lexicon import DEFAULT_LEXICON_DIR, load_lexicon
-from ratio_spark.lexicon_tools.build import LexiconBuildError, build_lexicon
-from ratio_spark.lexicon_tools.formats import (
+from ratio_spark.cli.main import main
+from ratio_spark.lexicon.loader import DEFAULT_LEXICON_DIR, load_lexicon
+from ratio_spark.lexicon.curation.build import LexiconBuildError, build_lexicon
+from ratio_spark.lexicon.curation.formats import (
     Candidate,
     Decision,
     LexiconInputError,
@@ -25,7 +25,7 @@ from ratio_spark.lexicon_tools.formats import (
     write_candidates,
     write_decisions,
 )
-from ratio_spark.lexicon_tools.patterns import (
+from ratio_spark.lexicon.curation.patterns import (
     DEFAULT_PATTERNS_DIR,
     Template,
     Term,
@@ -34,7 +34,7 @@ from ratio_spark.lexicon_tools.patterns import (
     parse_template,
     term_forms,
 )
-from ratio_spark.lexicon_tools.report import produced_by_source, read_provenance, table4
+from ratio_spark.lexicon.curation.report import produced_by_source, read_provenance, table4
 
 
 def write(path: Path, text: str) -> Path:

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
-from ratio_spark.cli import main
-from ratio_spark.config import load_config
-from ratio_spark.lexicon import load_lexicon
-from ratio_spark.lexicon_tools.build import build_lexicon
-from ratio_spark.lexicon_tools.extensions import Prefix, collect_extensions, extension_candidates
-from ratio_spark.lexicon_tools.formats import (
+from ratio_spark.cli.main import main
+from ratio_spark.core.config import load_config
+from ratio_spark.lexicon.loader import load_lexicon
+from ratio_spark.lexicon.curation.build import build_lexicon
+from ratio_spark.lexicon.curation.extensions import Prefix, collect_extensions, extension_candidates
+from ratio_spark.lexicon.curation.formats import (
     Decision,
     decisions_to_candidates,
     read_candidates,
@@ -29,12 +29,12 @@ from ratio_spark.lexicon_tools.formats import (
     write_candidates,
     write_decisions,
 )
-from ratio_spark.lexicon_tools.patterns import expand_patterns
-from ratio_spark.lexicon_tools.report import lexicon_report, occurrences
-from ratio_spark.lexicon_tools.span_review import mine_spans, span_counts, write_review
-from ratio_spark.matching import PairCutter
-from ratio_spark.stages import run_ingest, run_mine, run_segment
-from ratio_spark.text import normalize_text
+from ratio_spark.lexicon.curation.patterns import expand_patterns
+from ratio_spark.lexicon.curation.report import lexicon_report, occurrences
+from ratio_spark.lexicon.curation.span_review import mine_spans, span_counts, write_review
+from ratio_spark.lexicon.matcher import PairCutter
+from ratio_spark.pipeline.stages import run_ingest, run_mine, run_segment
+from ratio_spark.core.text import normalize_text
 
 from conftest import REPO_ROOT
 
@@ -231,7 +231,7 @@ def test_cli_spans_extensions_report(spark, sample_sentences, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_lexicon_spans_job_runs_under_spark_submit(sample_sentences, tmp_path):
-    from ratio_spark.jars import ensure_jars
+    from ratio_spark.pipeline.jars import ensure_jars
 
     root, _ = sample_sentences
     archive = shutil.make_archive(str(tmp_path / "ratio_spark"), "zip", REPO_ROOT, "ratio_spark")

@@ -17,7 +17,7 @@ import pytest
 from pydantic import ValidationError
 
 from ratio_spark.llm import ChatRequest, LLMClient, LLMError, LLMSettings, ModelEndpoint
-from ratio_spark.llm.client import build_body, fold_system_messages
+from ratio_spark.llm.requests import build_body, fold_system_messages
 
 SCHEMA = {
     "type": "object",
@@ -411,8 +411,8 @@ def test_batch_state_folder_admits_one_run_at_a_time(tmp_path):
 
 
 def test_raw_control_characters_inside_strings_are_accepted():
-    from ratio_spark.llm.client import _Validators, parse_answer
+    from ratio_spark.llm.requests import Validators, parse_answer
 
-    validator = _Validators().get({"type": "object", "properties": {"reason": {"type": "string"}}})
+    validator = Validators().get({"type": "object", "properties": {"reason": {"type": "string"}}})
     assert parse_answer('{"reason": "two\nlines\tand a tab"}', validator) == ({"reason": "two\nlines\tand a tab"}, None, None)
     assert parse_answer('{"reason": "cut', validator)[1] == "invalid_json"

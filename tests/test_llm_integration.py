@@ -22,7 +22,7 @@ import pytest
 from llm_standin import BatchStandIn, messages_fingerprint
 from prerequisites import missing
 from ratio_spark.llm import ChatRequest, LLMClient, LLMSettings, ModelEndpoint
-from ratio_spark.llm.client import build_body
+from ratio_spark.llm.requests import build_body
 
 pytestmark = pytest.mark.slow
 

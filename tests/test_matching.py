@@ -1,4 +1,4 @@
-"""The marker rules of ratio_spark.matching, line by line, and the Spark mining stage on hand-built sentences."""
+"""The marker rules of ratio_spark.lexicon.matcher, line by line, and the Spark mining stage on hand-built sentences."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import datetime as dt
 
 import pytest
 
-from ratio_spark.config import MiningConfig
-from ratio_spark.lexicon import load_lexicon
-from ratio_spark.matching import PairCutter, cut_original, opening_regex
-from ratio_spark.text import normalize_text
+from ratio_spark.core.config import MiningConfig
+from ratio_spark.lexicon.loader import load_lexicon
+from ratio_spark.lexicon.matcher import PairCutter, cut_original, opening_regex
+from ratio_spark.core.text import normalize_text
 
 MARKERS = [
     ("to address this issue", "move", "address", "manual", "false"),
@@ -159,7 +159,7 @@ def _sentences(spark, paragraphs):
 
 
 def test_mining_pairs_exactly_the_consecutive_sentences_of_a_paragraph(spark, lexicon):
-    from ratio_spark.mining import consecutive_pairs, mine_pairs
+    from ratio_spark.pipeline.mine import mine_pairs, pairs_for_mining
 
     problem = "Our model is prone to overfitting on the small training sets we have."
     sentences = _sentences(spark, [
@@ -176,7 +176,7 @@ def test_mining_pairs_exactly_the_consecutive_sentences_of_a_paragraph(spark, le
              "For example, short."],
         ]),
     ])
-    assert consecutive_pairs(sentences).count() == 2 + 3
+    assert pairs_for_mining(sentences).count() == 2 + 3
     matched, mined = mine_pairs(spark, sentences, lexicon, MiningConfig(lexicon="unused"))
     rows = {r.gold_sentence_id: r for r in mined.collect()}
     assert set(rows) == {"P1:0:0:2", "P2:0:0:1", "P2:0:0:2"}

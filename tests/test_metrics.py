@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from ir_measures import RR, R, nDCG
 
-from ratio_spark.metrics import (
+from ratio_spark.evaluation.metrics import (
     CUTOFFS,
     evaluate_rankings,
     evaluate_run,
@@ -20,7 +20,7 @@ from ratio_spark.metrics import (
     order_run,
     query_metrics,
 )
-from ratio_spark.retrieval.base import deterministic_top_k
+from ratio_spark.evaluation.retrieval.base import deterministic_top_k
 
 
 def random_runs(seed: int, queries: int = 60, pool: int = 400, depth: int = 120, max_relevant: int = 1):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ratio_spark import models
+from ratio_spark.evaluation import models
 
 
 def test_minilm_resolves_to_the_packaged_model_folder():

@@ -11,9 +11,9 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
-from ratio_spark.config import load_config
-from ratio_spark.segment import explode_paragraphs
-from ratio_spark.stages import run_export, run_ingest, run_mine, run_pools, run_segment
+from ratio_spark.core.config import load_config
+from ratio_spark.pipeline.segment import explode_paragraphs
+from ratio_spark.pipeline.stages import run_export, run_ingest, run_mine, run_pools, run_segment
 
 from conftest import REPO_ROOT
 

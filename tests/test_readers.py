@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from ratio_spark.ingest.options import ReaderOptions
-from ratio_spark.ingest.s2orc import PENDING_METADATA
-from ratio_spark.ingest.spark_io import LINE_SUFFIXES, load_parser
-from ratio_spark.text import dehyphenate
+from ratio_spark.pipeline.ingest.options import ReaderOptions
+from ratio_spark.pipeline.ingest.s2orc import PENDING_METADATA
+from ratio_spark.pipeline.ingest.spark_io import LINE_SUFFIXES, load_parser
+from ratio_spark.core.text import dehyphenate
 
 READERS = Path(__file__).resolve().parent / "fixtures" / "readers"
 EXPECTED = json.loads((READERS / "expected.json").read_text())
@@ -197,7 +197,7 @@ def test_body_shorter_than_the_minimum_is_empty():
 
 
 def test_versioned_anthology_ids_are_one_paper_with_the_year():
-    from ratio_spark.ingest.records import canonical_paper_id, date_from_anthology_id
+    from ratio_spark.pipeline.ingest.dates import canonical_paper_id, date_from_anthology_id
 
     assert canonical_paper_id("P16-1200v2.1") == canonical_paper_id("P16-1200v2") == "P16-1200"
     assert canonical_paper_id("2020.acl-main.1v2") == "2020.acl-main.1"
@@ -206,8 +206,8 @@ def test_versioned_anthology_ids_are_one_paper_with_the_year():
 
 
 def test_a_repeated_xml_id_in_grobid_output_is_not_malformed():
-    from ratio_spark.ingest.options import ReaderOptions
-    from ratio_spark.ingest.tei import parse_tei
+    from ratio_spark.pipeline.ingest.options import ReaderOptions
+    from ratio_spark.pipeline.ingest.tei import parse_tei
 
     body = "<p>" + "We parse papers. " * 20 + '<formula xml:id="formula_1">x</formula></p><p><formula xml:id="formula_1">y</formula>More text follows here.</p>'
     tei = (

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ratio_spark.config import load_config
-from ratio_spark.stages import run_ingest
+from ratio_spark.core.config import load_config
+from ratio_spark.pipeline.stages import run_ingest
 
 from conftest import REPO_ROOT
 

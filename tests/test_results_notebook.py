@@ -12,7 +12,7 @@ def test_the_results_notebook_shows_tables_plots_and_a_query_with_its_top_10(eva
     import nbformat
     from nbclient import NotebookClient
 
-    from ratio_spark.cli import main
+    from ratio_spark.cli.main import main
 
     results = tmp_path / "results"
     assert main(["evaluate", "--set", f"tables.root={eval_tables}", "--retrievers", "bm25-1,bm25-3",

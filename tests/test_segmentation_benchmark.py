@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from prerequisites import missing
-from ratio_spark.config import SegmentConfig
+from ratio_spark.core.config import SegmentConfig
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "segmentation_quality.py"
 _spec = importlib.util.spec_from_file_location("segmentation_quality", SCRIPT)
@@ -83,7 +83,7 @@ def test_segmenter_quality_on_20_real_papers(spark, sections):
 
 
 def test_masking_restores_every_period(spark):
-    from ratio_spark.segment import split_sentences
+    from ratio_spark.pipeline.segment import split_sentences
 
     text = (
         "As shown in Fig. 3 and Eq. (2) (cf. Sec. 4), Smith et al. (2019) and Jones et al., 2020 agree, "

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from prerequisites import missing
-from ratio_spark.cli import main
+from ratio_spark.cli.main import main
 from ratio_spark.silver.agreement import load_labels
 from ratio_spark.silver.table import SILVER_SCHEMA, write_silver
 

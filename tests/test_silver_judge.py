@@ -85,7 +85,7 @@ def test_a_server_crash_midway_then_a_rerun_gives_each_verdict_exactly_once(llm_
     server answered each request exactly once over both runs."""
     from llm_standin import BatchStandIn, messages_fingerprint
 
-    from ratio_spark.llm.client import build_body
+    from ratio_spark.llm.requests import build_body
 
     config = SilverConfig(sample={"address": 3, "specify": 1, "broaden": 0}, model="gemma-local")  # 8 requests
     location = _location(silver_tables, tmp_path)
@@ -215,8 +215,8 @@ def test_agreement_command_on_the_example_labels_with_the_local_model(llm_server
     loads."""
     import json as _json
 
-    from ratio_spark.cli import main
-    from ratio_spark.config import load_config
+    from ratio_spark.cli.main import main
+    from ratio_spark.core.config import load_config
 
     endpoint = _local(llm_server).model_dump(include={"name", "model", "base_url", "json_mode", "fold_system_prompt",
                                                       "max_concurrency", "timeout_s"})
@@ -241,7 +241,7 @@ def test_build_and_anaphora_commands_with_the_local_model(llm_server, silver_tab
     """``ratio-spark silver build`` then ``silver anaphora``, as a user runs them (endpoint from --set)."""
     import json as _json
 
-    from ratio_spark.cli import main
+    from ratio_spark.cli.main import main
 
     endpoint = _local(llm_server).model_dump(include={"name", "model", "base_url", "json_mode", "fold_system_prompt",
                                                       "max_concurrency", "timeout_s"})

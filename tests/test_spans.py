@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ratio_spark.spans import consecutive_pairs, opening_spans, sample_pairs_for_spans
-from ratio_spark.text import normalize_text
+from ratio_spark.pipeline.pairs import consecutive_pairs
+from ratio_spark.lexicon.curation.spans import opening_spans, sample_pairs_for_spans
+from ratio_spark.core.text import normalize_text
 
 COLUMNS = ["sentence_id", "paper_id", "pub_date", "section_idx", "section_heading", "para_idx", "sent_idx",
            "char_start", "char_end", "text", "norm_text", "norm_flag"]

@@ -2,7 +2,8 @@
 
 from pyspark.sql import functions as F
 
-from ratio_spark.text import dehyphenate, normalize_column, normalize_text
+from ratio_spark.core.text import dehyphenate, normalize_text
+from ratio_spark.pipeline.normalize import normalize_column
 
 CASES = {
     "[12] However, this is ﬁne.": "however, this is fine.",
@@ -39,9 +40,9 @@ def test_trie_alternation_matches_exactly_the_words():
     import itertools
     import re
 
-    from ratio_spark.config import SegmentConfig
-    from ratio_spark.lexicon import load_lexicon
-    from ratio_spark.text import trie_alternation
+    from ratio_spark.core.config import SegmentConfig
+    from ratio_spark.lexicon.loader import load_lexicon
+    from ratio_spark.core.text import trie_alternation
 
     for words in ([a.strip(".") for a in SegmentConfig().abbreviations], [m.text for m in load_lexicon("v2").markers],
                   ["a", "ab", "abc", "b", "a.b"]):

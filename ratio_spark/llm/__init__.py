@@ -3,8 +3,9 @@
     from ratio_spark.llm import LLMClient, LLMSettings, ModelEndpoint, ChatRequest, ChatResult
 """
 
-from ratio_spark.llm.client import ChatRequest, ChatResult, LLMClient, LLMError
+from ratio_spark.llm.batch import BatchNotFinished
+from ratio_spark.llm.client import LLMClient
+from ratio_spark.llm.requests import ChatRequest, ChatResult, LLMError
 from ratio_spark.llm.settings import LLMSettings, ModelEndpoint
-from ratio_spark.llm.batch import BatchNotFinished  # noqa: E402  (imports the client)
 
 __all__ = ["BatchNotFinished", "ChatRequest", "ChatResult", "LLMClient", "LLMError", "LLMSettings", "ModelEndpoint"]

@@ -22,10 +22,13 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ratio_spark.llm.client import ChatRequest, ChatResult, LLMClient, LLMError, PreparedRequest, parse_answer
+from ratio_spark.llm.requests import ChatRequest, ChatResult, LLMError, PreparedRequest, parse_answer
 from ratio_spark.llm.settings import ModelEndpoint
+
+if TYPE_CHECKING:  # the client owns a runner; the runner only uses the client it is given
+    from ratio_spark.llm.client import LLMClient
 
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 CHAT_URL = "/v1/chat/completions"

@@ -1,0 +1,1 @@
+"""The ``ratio-spark`` command: one parser (``main``), one module per command group."""

@@ -1,0 +1,70 @@
+"""The Spark pipeline's commands: config, one per stage (ingest .. export), run, jars."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ratio_spark.cli.common import add_config_args, print_summary
+from ratio_spark.core.config import Config, ConfigError, load_config
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    from ratio_spark.pipeline.stages import PIPELINE, STAGES
+
+    commands = [("config", "print the resolved configuration and exit")]
+    commands += [(name, (STAGES[name].__doc__ or "").strip().splitlines()[0]) for name in PIPELINE]
+    commands += [("run", "run every stage in order: " + ", ".join(PIPELINE))]
+    for name, help_text in commands:
+        parser = sub.add_parser(name, help=help_text)
+        add_config_args(parser)
+        parser.set_defaults(handler=run)
+    jars = sub.add_parser("jars", help="fetch the Delta Lake and Spark NLP jars with Maven (cached) and list them")
+    jars.add_argument("--profile", default="spark35")
+    jars.add_argument("--comma", action="store_true", help="print one comma-separated line (for spark-submit --jars)")
+    jars.set_defaults(handler=run_jars)
+
+
+def run_jars(args: argparse.Namespace) -> int:
+    from ratio_spark.pipeline.jars import ensure_jars
+
+    jars = ensure_jars(args.profile)
+    print(",".join(map(str, jars)) if args.comma else "\n".join(map(str, jars)))
+    return 0
+
+
+def run_stages(config: Config, stages: list[str]) -> list[dict]:
+    import ratio_spark
+    from ratio_spark.pipeline.session import build_spark_session
+    from ratio_spark.pipeline.stages import STAGES
+
+    print(f"ratio-spark {ratio_spark.__version__} from {Path(ratio_spark.__file__).parent}", flush=True)
+    spark = build_spark_session(config.spark)
+    summaries = []
+    for stage in stages:
+        summary = STAGES[stage](spark, config)
+        print_summary(summary)
+        summaries.append(summary)
+    return summaries
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.conf, args.overrides)
+    except ConfigError as exc:
+        print(f"ratio-spark: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "config":
+        print(config.to_yaml(), end="")
+        return 0
+    from ratio_spark.pipeline.stages import PIPELINE
+
+    stages = PIPELINE if args.command == "run" else [args.command]
+    summaries = run_stages(config, stages)
+    if args.summary_json:
+        Path(args.summary_json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.summary_json).write_text(json.dumps(summaries, indent=2, default=str))
+    print(f"\nTables are under {config.tables.root} (Delta; read them with Spark or the `deltalake` package).")
+    return 0

@@ -1,0 +1,264 @@
+"""Typed, validated configuration: YAML files plus ``--set key=value`` overrides.
+
+A wrong key or value fails at start-up with a message naming it (pydantic ``extra="forbid"``),
+before any Spark work starts. ``ratio-spark config`` prints the resolved configuration.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ratio_spark.llm.settings import LLMSettings
+from ratio_spark.silver.settings import SilverConfig
+from ratio_spark.evaluation.settings import EvaluationConfig
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class JarsConfig(_Strict):
+    """How the Delta Lake and Spark NLP jars reach Spark.
+
+    ``local``: resolve once with Maven into a cache and pass them as ``spark.jars`` (laptops, CI).
+    ``packages``: let Spark resolve Maven coordinates (``spark.jars.packages``; EMR).
+    ``provided``: the cluster already has them (Databricks: Delta built in, Spark NLP as a cluster library).
+    """
+
+    mode: Literal["local", "packages", "provided"] = "local"
+    profile: str = "spark35"
+    cache_dir: str | None = None
+    packages: list[str] = Field(
+        default_factory=lambda: ["io.delta:delta-spark_2.12:3.3.2", "com.johnsnowlabs.nlp:spark-nlp_2.12:5.5.3"]
+    )
+
+
+class SparkConfig(_Strict):
+    master: str | None = "local[2]"  # None: leave it to spark-submit / the cluster
+    app_name: str = "ratio-spark"
+    log_level: Literal["ERROR", "WARN", "INFO", "DEBUG"] = "ERROR"
+    jars: JarsConfig = Field(default_factory=JarsConfig)
+    conf: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("conf", mode="before")
+    @classmethod
+    def _stringify(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
+        return value
+
+
+InputFormat = Literal["tei", "s2orc_2020", "s2orc_current", "jsonl"]
+DateRule = Literal["source", "anthology_id"]
+
+
+class InputConfig(_Strict):
+    """One corpus to ingest. ``path`` is a file, a folder (read recursively) or a glob."""
+
+    name: str
+    format: InputFormat
+    path: str
+    metadata_path: str | None = None  # s2orc_current: the papers dataset with corpusid, publicationdate
+    # Where the publication date comes from, in order; the first rule that gives a date wins.
+    # source: the record's own date (TEI header, S2ORC year / metadata, JSONL pub_date);
+    # anthology_id: the year in an ACL Anthology id (P14-1001 -> 2014, 2020.acl-main.1 -> 2020).
+    date_rules: list[DateRule] = Field(default_factory=lambda: ["source", "anthology_id"])
+    # Paths matching this regex are not papers (e.g. ACL front matter *-?000.tei.xml): rejected with a reason.
+    exclude_path_regex: str | None = None
+    dehyphenate: bool = True  # undo PDF line-break hyphens ("how- ever" -> "however")
+
+    @field_validator("metadata_path")
+    @classmethod
+    def _metadata_only_for_current(cls, value: str | None, info: Any) -> str | None:
+        if value is not None and info.data.get("format") not in ("s2orc_current",):
+            raise ValueError("metadata_path is only used by format s2orc_current")
+        return value
+
+
+class IngestConfig(_Strict):
+    min_year: int = 1900
+    max_year: int = 2100
+    min_body_chars: int = 200  # a body shorter than this is rejected as empty_body
+
+
+class SegmentConfig(_Strict):
+    """Sentence segmentation with Spark NLP's rule-based SentenceDetector (tuned in docs/segmentation.md)."""
+
+    # Periods after these are not sentence ends; Spark NLP's own list misses much scientific usage.
+    abbreviations: list[str] = Field(
+        default_factory=lambda: [
+            "Fig", "Figs", "Eq", "Eqs", "Sec", "Secs", "Sect", "Tab", "Tabs", "Ch", "App", "Ref", "Refs",
+            "Def", "Thm", "Prop", "Alg", "No", "Nos", "Vol", "pp", "cf", "c.f", "e.g", "i.e", "a.k.a", "w.r.t",
+            "vs", "resp", "approx", "ca", "viz", "Dr", "Prof", "Mr", "Mrs", "Ms", "Jr", "Inc", "Ltd", "Co", "Corp",
+        ]  # not "etc": it often ends a sentence, and Spark NLP's own list keeps "etc. and", "etc.,"
+    )
+    protect_et_al: bool = True  # "et al." is a sentence end only before a capitalised word
+    # Spark NLP's own abbreviation handling: off, since the masking above covers scientific usage; it
+    # halves the detector's time for -0.0002 boundary F1 on ScisummNet (docs/segmentation.md).
+    use_abbreviations: bool = False
+    keep_semicolons: bool = True  # mask ";" so the detector does not split there (Spark NLP always would)
+    # Spark NLP's list detection splits before any lowercase word in parentheses ("the nodes | (nouns)")
+    # and before "3. " ("in Section | 3. The"): far more harm than help on papers.
+    detect_lists: bool = False
+    # Split after a closing bracket or quote that follows a sentence end (masked by segment.MASK, U+E000)
+    # and precedes a capital: "(as shown above.) | Next". Zero-width: a bound that consumes characters
+    # makes Spark NLP 5.5.3 return wrong offsets.
+    custom_bounds: list[str] = Field(
+        default_factory=lambda: ["(?<=[.?!\\uE000][)\\]\u201d\u2019\"'])(?=\\s[A-Z])"]
+    )
+    min_length: int = 0
+    max_length: int = 99999
+    split_length: int | None = None
+    min_letters_ratio: float = 0.5  # below this share of letters a sentence is flagged malformed
+
+
+class MiningConfig(_Strict):
+    """Marker matching over consecutive sentence pairs (the paper's §4.2 and appendix B.1)."""
+
+    lexicon: str = "v1"  # a folder under lexicons/, or a path to a lexicon folder
+    min_chars: int = 35  # query and gold sentences shorter than this are dropped
+    require_comma: bool = True  # a marker counts only when a comma follows it ("For example, ...")
+    max_extension_words: int = 5  # extendable connectives: words after the prefix, up to a comma
+
+
+class SplitRange(_Strict):
+    start: dt.date
+    end: dt.date  # inclusive
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "SplitRange":
+        if self.end < self.start:
+            raise ValueError(f"end {self.end} is before start {self.start}")
+        return self
+
+
+class SplitsConfig(_Strict):
+    """Temporal splits by publication date; the defaults are the paper's."""
+
+    train: SplitRange = Field(default_factory=lambda: SplitRange(start="2015-01-01", end="2025-09-30"))
+    validation: SplitRange = Field(default_factory=lambda: SplitRange(start="2025-10-01", end="2025-12-31"))
+    test: SplitRange = Field(default_factory=lambda: SplitRange(start="2026-01-01", end="2026-05-05"))
+
+    @model_validator(mode="after")
+    def _in_time_order(self) -> "SplitsConfig":
+        # In time order and disjoint: the pools keep later splits clean of what earlier ones contain.
+        ranges = list(self.ranges().items())
+        for (a, ra), (b, rb) in zip(ranges, ranges[1:]):
+            if rb.start <= ra.end:
+                raise ValueError(f"split {b} must start after {a} ends ({a}: {ra.start}..{ra.end}, {b}: {rb.start}..{rb.end})")
+        return self
+
+    def ranges(self) -> dict[str, SplitRange]:
+        return {"train": self.train, "validation": self.validation, "test": self.test}
+
+
+class ReleaseConfig(_Strict):
+    root: str = "data/release"  # Parquet/JSONL per split and BEIR folders per move and split
+
+
+class TablesConfig(_Strict):
+    root: str = "data/tables"
+    overrides: dict[str, str] = Field(default_factory=dict)  # table name -> location
+
+    def location(self, name: str) -> str:
+        return self.overrides.get(name) or f"{self.root.rstrip('/')}/{name}"
+
+
+class Config(_Strict):
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+    tables: TablesConfig = Field(default_factory=TablesConfig)
+    inputs: list[InputConfig] = Field(default_factory=list)
+    ingest: IngestConfig = Field(default_factory=IngestConfig)
+    segment: SegmentConfig = Field(default_factory=SegmentConfig)
+    mining: MiningConfig = Field(default_factory=MiningConfig)
+    splits: SplitsConfig = Field(default_factory=SplitsConfig)
+    release: ReleaseConfig = Field(default_factory=ReleaseConfig)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    silver: SilverConfig = Field(default_factory=SilverConfig)
+    evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+
+
+class ConfigError(ValueError):
+    """A configuration file or override that does not validate; the message names the key."""
+
+
+def _set_dotted(tree: dict, dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node: Any = tree
+    for part, following in zip(parts[:-1], parts[1:]):
+        if isinstance(node, list):
+            while len(node) <= int(part):
+                node.append({})
+            node = node[int(part)]
+            continue
+        node = node.setdefault(part, [] if following.isdigit() else {})
+    last = parts[-1]
+    if isinstance(node, list):
+        while len(node) <= int(last):
+            node.append(None)
+        node[int(last)] = value
+    else:
+        node[last] = value
+
+
+def _apply_override(tree: dict, override: str) -> None:
+    if "=" not in override:
+        raise ConfigError(f"override {override!r} must look like key.path=value")
+    key, raw = override.split("=", 1)
+    value = yaml.safe_load(raw) if raw != "" else None
+    # spark.conf keys contain dots themselves: spark.conf.spark.sql.shuffle.partitions=4
+    if key.startswith("spark.conf."):
+        tree.setdefault("spark", {}).setdefault("conf", {})[key[len("spark.conf."):]] = raw
+        return
+    _set_dotted(tree, key, value)
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file not found: {path}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping")
+    # A file may extend another one, relative to itself.
+    parent = data.pop("extends", None)
+    if parent:
+        data = _merge(_read_yaml((path.parent / parent).resolve()), data)
+    return data
+
+
+def load_config(path: str | os.PathLike | None = None, overrides: list[str] | None = None) -> Config:
+    """Load a YAML configuration (optionally ``extends:`` another), apply overrides, validate."""
+    tree = _read_yaml(Path(path)) if path else {}
+    for override in overrides or []:
+        _apply_override(tree, override)
+    try:
+        return Config.model_validate(tree)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            key = ".".join(str(p) for p in err["loc"])
+            lines.append(f"  {key}: {err['msg']}" + (f" (got {err['input']!r})" if err["type"] != "missing" else ""))
+        source = f" in {path}" if path else ""
+        raise ConfigError(f"invalid configuration{source}:\n" + "\n".join(lines)) from None

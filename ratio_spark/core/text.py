@@ -1,0 +1,93 @@
+"""Text cleaning shared by every stage: PDF de-hyphenation and the paper's normalisation (appendix B.1).
+
+The normalisation rules are data (regex, replacement) so that the same rules run in plain Python
+(``normalize_text``, here) and in the JVM over Spark columns (``ratio_spark.pipeline.normalize``).
+The regexes use only syntax that Java and Python read alike.
+"""
+
+from __future__ import annotations
+
+import re
+
+# GROBID keeps line-break hyphens: "how- ever", "en- sembles". A hyphen followed by a space between
+# two lowercase letters is joined, except before words that follow a real suspended hyphen
+# ("pre- and post-processing", "first- or second-order").
+DEHYPHENATE_PATTERN = r"(?<=[a-z])- (?!(?:and|or|to|nor|vs|versus|as well as)\b)(?=[a-z])"
+
+# Characters that are never content: C0/C1 controls, U+FFFD (undecodable), private use, zero-width.
+INVALID_CHARS_PATTERN = r"[\x00-\x08\x0B\x0C\x0E-\x1F\x7F-\x9F\uFFFD\uE000-\uF8FF\u200B-\u200D\u2060\uFEFF]"
+
+# Stray list markers at the start of a sentence: [12], (3), 3), a), (iv), iv., 3., •, -.
+LEADING_LIST_MARKER_PATTERN = (
+    r"^\s*(?:(?:\[\d+[a-z]?\]|\(\d+[a-z]?\)|\d+[a-z]?\)|\([a-z]\)|[a-z]\)|\((?:i|ii|iii|iv|v|vi|vii|viii|ix|x)\)"
+    r"|(?:i|ii|iii|iv|v|vi|vii|viii|ix|x)\)|\d{1,2}(?:\.\d{1,2})*\.(?=\s)|[\u2022\u2023\u25CF\u25AA\u2219*-](?=\s))\s*)+"
+)
+# Bracketed numeric citations anywhere: [12], [3, 4], [5-7].
+BRACKETED_NUMBERS_PATTERN = r"\s*\[\d+(?:\s*[,\u2013-]\s*\d+)*\]"
+
+# Java's \s is ASCII-only while Python's is Unicode: spell out the Unicode spaces so both agree.
+WHITESPACE_PATTERN = r"[\s\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]+"
+
+# (kind, pattern, replacement) applied in order after lowercasing. "regex" steps are regular
+# expressions; "literal" steps replace a plain string, which the JVM does without a regex engine.
+NORMALIZATION_RULES: list[tuple[str, str, str]] = [
+    ("regex", INVALID_CHARS_PATTERN, ""),
+    # Typographic ligatures from PDFs.
+    ("literal", "\uFB00", "ff"), ("literal", "\uFB01", "fi"), ("literal", "\uFB02", "fl"),
+    ("literal", "\uFB03", "ffi"), ("literal", "\uFB04", "ffl"),
+    ("regex", WHITESPACE_PATTERN, " "),
+    ("regex", LEADING_LIST_MARKER_PATTERN, ""),
+    ("regex", BRACKETED_NUMBERS_PATTERN, ""),
+    ("regex", WHITESPACE_PATTERN, " "),
+]
+# Last, the single leading or trailing space that the whitespace collapse can leave is stripped.
+
+_compiled_rules = [(re.compile(p) if kind == "regex" else p, r) for kind, p, r in NORMALIZATION_RULES]
+_dehyphenate = re.compile(DEHYPHENATE_PATTERN)
+
+
+def trie_alternation(words) -> str:
+    """A regex alternation of literal ``words`` folded into a character trie ("fig(?:s)?" for "fig", "figs").
+
+    Java's and Python's regex engines try the alternatives of ``a|b|c`` one after another at every
+    position; the trie makes that one walk down shared prefixes, which is much faster for long lists.
+    It matches exactly the same strings (group-free, so it can be wrapped in a capturing group).
+    """
+    trie: dict = {}
+    for word in words:
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def emit(node: dict) -> str:
+        ends_here = "" in node
+        branches = [re.escape(char) + emit(child) for char, child in sorted(node.items()) if char]
+        if not branches:
+            return ""
+        if len(branches) == 1 and not ends_here:
+            return branches[0]
+        return "(?:" + "|".join(branches) + ")" + ("?" if ends_here else "")
+
+    return emit(trie)
+
+
+def dehyphenate(text: str) -> str:
+    """Join words that PDF line breaks split with a hyphen ("how- ever" -> "however")."""
+    return _dehyphenate.sub("", text)
+
+
+def normalize_text(text: str | None) -> str | None:
+    """The paper's B.1 normalisation of one sentence, in Python (same rules as ``ratio_spark.pipeline.normalize.normalize_column``)."""
+    if text is None:
+        return None
+    out = text.lower()
+    for pattern, replacement in _compiled_rules:
+        out = out.replace(pattern, replacement) if isinstance(pattern, str) else pattern.sub(replacement, out)
+    return out.strip(" ")
+
+
+def letters_ratio(text: str) -> float:
+    if not text:
+        return 0.0
+    return sum(ch.isalpha() for ch in text) / len(text)

@@ -1,0 +1,189 @@
+"""Mine query-gold pairs: consecutive sentences whose second sentence opens with a lexicon marker.
+
+Pairs are formed in the JVM (a window over each paragraph), a JVM pre-filter keeps the pairs whose
+second sentence opens with some marker (one regex over a trie of the markers), and the Aho-Corasick matching and the
+cutting rules (``ratio_spark.lexicon.matcher``) run over Arrow batches with ``mapInArrow``, the automaton
+built once on the driver and broadcast.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ratio_spark.pipeline.pairs import consecutive_pairs
+from ratio_spark.lexicon.loader import Lexicon
+from ratio_spark.lexicon.matcher import PairCutter, cut_original, opening_regex
+
+if TYPE_CHECKING:  # the Python workers import this module for the Arrow batches: keep pydantic out of it
+    from ratio_spark.core.config import MiningConfig
+
+# The ``mined_pairs`` table: one row per consecutive pair whose second sentence opens with a marker.
+# role = move: a query-gold pair of ``move``; role = distractor: the second sentence, its marker
+# removed, is a distractor of ``category`` (its query_* columns describe the first sentence, unused).
+MINED_PAIRS_SCHEMA = T.StructType(
+    [
+        T.StructField("pair_id", T.StringType(), False),  # stable: hash of the two sentence ids
+        T.StructField("paper_id", T.StringType(), False),
+        T.StructField("pub_date", T.DateType(), True),
+        T.StructField("role", T.StringType(), False),  # move | distractor
+        T.StructField("move", T.StringType(), True),  # address | broaden | specify (role = move)
+        T.StructField("category", T.StringType(), True),  # contrast | similarity | ... (role = distractor)
+        T.StructField("marker", T.StringType(), False),  # the matched text, extension included, normalised
+        T.StructField("marker_entry", T.StringType(), False),  # the lexicon entry (the prefix of an extension)
+        T.StructField("marker_source", T.StringType(), False),  # manual | extension | llm | pattern
+        T.StructField("lexicon_version", T.StringType(), False),
+        T.StructField("query_sentence_id", T.StringType(), False),
+        T.StructField("gold_sentence_id", T.StringType(), False),
+        T.StructField("context_text", T.StringType(), True),  # the sentence before the query, normalised
+        T.StructField("query_text", T.StringType(), False),  # normalised, leading discourse marker removed
+        T.StructField("query_text_original", T.StringType(), False),
+        T.StructField("gold_text", T.StringType(), False),  # normalised, marker and ordinal prefix removed
+        T.StructField("gold_text_original", T.StringType(), True),
+    ]
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pairs and matching
+# ---------------------------------------------------------------------------------------------
+
+# Why a matched pair does not become a row of mined_pairs (the counts reconcile in the summary).
+DROP_MALFORMED = "malformed_sentence"
+DROP_SHORT_QUERY = "short_query"
+DROP_SHORT_GOLD = "short_gold"
+
+_MATCH_FIELDS = [
+    T.StructField("role", T.StringType()),
+    T.StructField("move", T.StringType()),
+    T.StructField("category", T.StringType()),
+    T.StructField("marker", T.StringType()),
+    T.StructField("marker_entry", T.StringType()),
+    T.StructField("marker_source", T.StringType()),
+    T.StructField("query_cut", T.StringType()),
+    T.StructField("query_cut_original", T.StringType()),
+    T.StructField("gold_cut", T.StringType()),
+    T.StructField("gold_cut_original", T.StringType()),
+    T.StructField("drop_reason", T.StringType()),
+]
+
+
+def pairs_for_mining(sentences: DataFrame) -> DataFrame:
+    """Sentence i and i+1 of the same paragraph (``pairs.consecutive_pairs``), named as mining uses them."""
+    return consecutive_pairs(sentences).select(
+        "paper_id", "pub_date",
+        F.col("first_sentence_id").alias("query_sentence_id"),
+        F.col("first_text").alias("query_original"),
+        F.col("first_norm_text").alias("query_norm"),
+        F.col("first_norm_flag").alias("query_flag"),
+        F.col("context_norm_text").alias("context_text"),
+        F.col("second_sentence_id").alias("gold_sentence_id"),
+        F.col("second_text").alias("second_original"),
+        F.col("second_norm_text").alias("second_norm"),
+        F.col("second_norm_flag").alias("second_flag"),
+    )
+
+
+def prefilter(pairs: DataFrame, lexicon: Lexicon) -> DataFrame:
+    """Keep pairs whose second sentence opens with some marker at a word boundary (a JVM regex over a
+    trie of the markers), so only likely matches cross into Python; ``PairCutter`` applies the full rules."""
+    return pairs.filter(F.col("second_norm").rlike(opening_regex(m.text for m in lexicon.markers)))
+
+
+_PAIR_INPUTS = ("query_norm", "query_original", "query_flag", "second_norm", "second_original", "second_flag")
+
+
+def cut_pair(cutter: PairCutter, query_norm: str | None, query_original: str | None, query_flag: str | None,
+             second_norm: str | None, second_original: str | None, second_flag: str | None) -> list | None:
+    """One consecutive pair -> the values of ``_MATCH_FIELDS``, or None when no marker opens the second sentence."""
+    second = second_norm or ""
+    found = cutter.match(second)
+    if found is None:
+        return None
+    marker = found.marker
+    gold = cutter.strip_ordinal(second[found.rest_start:])
+    removed_from_second = second[: len(second) - len(gold)] if second.endswith(gold) else second[: found.rest_start]
+    query_norm = query_norm or ""
+    query = cutter.strip_query_marker(query_norm)
+    removed_from_query = query_norm[: len(query_norm) - len(query)] if query_norm.endswith(query) else ""
+    drop = None
+    if second_flag is not None or (marker.is_move and query_flag is not None):
+        drop = DROP_MALFORMED
+    elif marker.is_move and len(query) < cutter.min_chars:
+        drop = DROP_SHORT_QUERY
+    elif len(gold) < cutter.min_chars:
+        drop = DROP_SHORT_GOLD
+    query_cut_original = cut_original(query_original, removed_from_query)
+    return [
+        marker.role,
+        marker.label if marker.is_move else None,
+        None if marker.is_move else marker.label,
+        found.text,
+        marker.text,
+        marker.source,
+        query,
+        query_cut_original if query_cut_original is not None else query_original,
+        gold,
+        cut_original(second_original, removed_from_second),
+        drop,
+    ]
+
+
+def _cut_batch(cutter: PairCutter, batch: pa.RecordBatch) -> list[list]:
+    """``cut_pair`` over an Arrow batch, column by column (the values of ``_MATCH_FIELDS``, None where no match)."""
+    columns = [batch.column(name).to_pylist() for name in _PAIR_INPUTS]
+    out: list[list] = [[] for _ in _MATCH_FIELDS]
+    empty = [None] * len(_MATCH_FIELDS)
+    for values in zip(*columns):
+        row = cut_pair(cutter, *values) or empty
+        for column, value in zip(out, row):
+            column.append(value)
+    return out
+
+
+def match_markers(pairs: DataFrame, cutter: PairCutter, spark: SparkSession) -> DataFrame:
+    """Apply the broadcast automaton to Arrow batches of pairs; adds the _MATCH_FIELDS columns."""
+    broadcast = spark.sparkContext.broadcast(cutter)
+    out_schema = T.StructType(pairs.schema.fields + _MATCH_FIELDS)
+    arrow_fields = [pa.field(f.name, pa.string()) for f in _MATCH_FIELDS]
+
+    def run(batches):
+        local = broadcast.value
+        for batch in batches:
+            values = _cut_batch(local, batch)
+            arrays = batch.columns + [pa.array(v, type=pa.string()) for v in values]
+            yield pa.RecordBatch.from_arrays(arrays, schema=pa.schema(list(batch.schema) + arrow_fields))
+
+    return pairs.mapInArrow(run, out_schema)
+
+
+def pair_id_column() -> F.Column:
+    return F.concat(F.lit("p"), F.substring(F.sha2(F.concat_ws("|", "query_sentence_id", "gold_sentence_id"), 256), 1, 16))
+
+
+def mine_pairs(
+    spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, config: MiningConfig
+) -> tuple[DataFrame, DataFrame]:
+    """sentences -> (matched pairs with their drop reason, all columns; mined_pairs rows after de-duplication)."""
+    cutter = PairCutter(lexicon, config.require_comma, config.max_extension_words, config.min_chars)
+    matched = match_markers(prefilter(pairs_for_mining(sentences), lexicon), cutter, spark).filter(
+        F.col("role").isNotNull()
+    )
+    kept = matched.filter(F.col("drop_reason").isNull()).withColumn("pair_id", pair_id_column())
+    # De-duplicate on (query, gold): the smallest pair id is kept, so reruns keep the same row.
+    first = Window.partitionBy("query_cut", "gold_cut").orderBy("pair_id")
+    deduplicated = kept.withColumn("_n", F.row_number().over(first)).filter(F.col("_n") == 1)
+    mined = deduplicated.select(
+        "pair_id", "paper_id", "pub_date", "role", "move", "category", "marker", "marker_entry", "marker_source",
+        F.lit(lexicon.version).alias("lexicon_version"),
+        "query_sentence_id", "gold_sentence_id", "context_text",
+        F.col("query_cut").alias("query_text"),
+        F.col("query_cut_original").alias("query_text_original"),
+        F.col("gold_cut").alias("gold_text"),
+        F.col("gold_cut_original").alias("gold_text_original"),
+    )
+    return matched, mined

@@ -1,0 +1,298 @@
+"""Queries and the shared candidate pool of each split (the paper's §4.2, §4.3 and appendix B.2).
+
+The input is ``mined_pairs`` with a ``split`` column (``splits.assign_splits``). The output is two
+tables:
+
+* ``queries``: one row per distinct (split, move, query text, gold text) of ``role = move`` pairs.
+* ``candidates``: the split's pool, shared by the three moves. It holds the gold sentences of all
+  moves and the distractor sentences of that split's papers, one row per normalised text.
+
+Ids are hashes of content, so a rerun gives the same ids whatever the partitioning or row order:
+``query_id = "q" + 16 hex of sha2(split, move, query key, gold key)`` and
+``candidate_id = "c" + 16 hex of sha2(split, text key)``. The parts are joined with U+001F, which
+the normalisation removes from all text, so two different inputs cannot give the same hash input.
+The two prefixes keep query ids and candidate ids in separate namespaces.
+
+The rules, applied in this order (each drop is counted in ``PoolBuild.drops``):
+
+1. Unusable rows: a pair with no move/category (``missing_label``), an empty text (``empty_text``),
+   or a query that equals its own gold (``query_equals_gold``). Such pairs leave no query and no
+   candidate.
+2. Cross-split rule: a text belongs to the earliest split (train < validation < test) in which it
+   occurs as a query text, a gold text or a distractor text. In a later split:
+   a pair whose gold text occurs earlier is dropped whole (``gold_seen_in_earlier_split``). With
+   its gold gone, the query has nothing to retrieve.
+   A pair whose query text occurs earlier loses its query (``query_seen_in_earlier_split``). Its
+   gold stays in the pool, like the gold of a pair that the silver filter rejects.
+   A distractor whose text occurs earlier is dropped (``distractor_seen_in_earlier_split``).
+   The rule runs before the leakage checks, so those checks see clean splits. Boilerplate
+   ("code is available on github") is what it usually removes.
+3. Pool de-duplication by normalised text within a split. A text that is both a gold and a
+   distractor stays as the gold, and the distractor is dropped (``distractor_is_gold``). Duplicate
+   golds (``duplicate_gold``) and duplicate distractors (``duplicate_distractor``) are merged into
+   one candidate.
+4. Query de-duplication on (split, move, query text, gold text) (``duplicate_query``).
+5. Exclusion: when a query's own text is also in the pool (another pair's gold, or a distractor),
+   that candidate's id goes into ``exclude_candidate_ids``. The evaluator skips it, so a retriever
+   is not rewarded or punished for finding the query itself.
+
+Everything is Spark SQL (no Python UDFs). ``build_pools`` returns lazy DataFrames.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from ratio_spark.core.errors import ReconciliationError
+from ratio_spark.pipeline.splits import SPLITS, split_rank
+from ratio_spark.core.text import WHITESPACE_PATTERN
+
+ID_SEPARATOR = "\u001f"  # never in normalised text (ratio_spark.core.text.INVALID_CHARS_PATTERN removes it)
+ID_HEX_CHARS = 16
+
+QUERY_COLUMNS = (
+    "split", "move", "query_id", "query_text", "query_text_original", "context_text", "gold_candidate_id",
+    "marker", "marker_entry", "paper_id", "pub_date", "pair_id", "exclude_candidate_ids",
+)
+# ``gold_moves``: the moves for which this text is a gold in the split (sorted). This is more than
+# ``source``, which names the one source kept when rows merge. It is what an oracle "gold of the move
+# only" pool filters on (the paper's appendix F.2).
+CANDIDATE_COLUMNS = ("split", "candidate_id", "text", "text_original", "source", "gold_moves", "paper_id", "pub_date")
+
+DROP_REASONS = {
+    "pair": ("missing_label", "empty_text", "query_equals_gold", "gold_seen_in_earlier_split"),
+    "query": ("query_seen_in_earlier_split", "duplicate_query"),
+    "candidate": ("distractor_seen_in_earlier_split", "distractor_is_gold", "duplicate_gold", "duplicate_distractor"),
+}
+
+
+def text_key(column: Column) -> Column:
+    """The de-duplication key: the text with case and whitespace folded and control characters removed.
+
+    ``mined_pairs`` text is already normalised (appendix B.1), so the key usually equals the text.
+    Folding again makes the key safe to rely on here. It is also idempotent.
+    """
+    folded = F.regexp_replace(F.lower(column), WHITESPACE_PATTERN, " ")
+    return F.trim(F.regexp_replace(folded, r"[\x00-\x1F\x7F]", ""))
+
+
+def _hex_id(prefix: str, *parts: Column) -> Column:
+    return F.concat(F.lit(prefix), F.substring(F.sha2(F.concat_ws(ID_SEPARATOR, *parts), 256), 1, ID_HEX_CHARS))
+
+
+def candidate_id(split: Column, key: Column) -> Column:
+    """``c`` + 16 hex: stable across reruns, one id per (split, normalised text)."""
+    return _hex_id("c", split, key)
+
+
+def query_id(split: Column, move: Column, query_key: Column, gold_key: Column) -> Column:
+    """``q`` + 16 hex: stable across reruns, one id per (split, move, query text, gold text)."""
+    return _hex_id("q", split, move, query_key, gold_key)
+
+
+@dataclass
+class PoolBuild:
+    """The built tables plus one row per (split, role, item, reason) with the rows dropped or merged.
+
+    ``item`` says what the rule removed: ``pair`` (both the query and its gold), ``query`` (the query
+    only, its gold stays a candidate) or ``candidate``.
+    """
+
+    queries: DataFrame
+    candidates: DataFrame
+    drops: DataFrame
+    inputs: DataFrame  # (split, role, rows): the pairs that came in
+
+    def summary(self) -> dict[str, Any]:
+        """Counts per split, with the drops by reason, reconciled.
+
+        Move rows = queries + query drops + pair drops. Golds of kept pairs + distractors =
+        candidates + candidate drops. Raises ``ReconciliationError`` when the counts do not add up.
+        """
+        inputs = {(r["split"], r["role"]): r["rows"] for r in self.inputs.collect()}
+        queries = {(r["split"], r["move"]): r["count"] for r in self.queries.groupBy("split", "move").count().collect()}
+        candidates = {
+            (r["split"], r["source"]): r["count"] for r in self.candidates.groupBy("split", "source").count().collect()
+        }
+        drops = [r.asDict() for r in self.drops.collect()]
+        out: dict[str, Any] = {"splits": {}}
+        problems = []
+        for split in SPLITS:
+            d = [x for x in drops if x["split"] == split]
+            move_in = inputs.get((split, "move"), 0)
+            distractor_in = inputs.get((split, "distractor"), 0)
+            other_in = sum(v for (s, role), v in inputs.items() if s == split and role not in ("move", "distractor"))
+            n_queries = sum(v for (s, _), v in queries.items() if s == split)
+            n_candidates = sum(v for (s, _), v in candidates.items() if s == split)
+            pair_drops = {role: sum(x["rows"] for x in d if x["item"] == "pair" and x["role"] == role)
+                          for role in ("move", "distractor")}
+            other_drops = sum(x["rows"] for x in d if x["role"] not in ("move", "distractor"))
+            query_drops = sum(x["rows"] for x in d if x["item"] == "query")
+            candidate_drops = sum(x["rows"] for x in d if x["item"] == "candidate")
+            if move_in != n_queries + query_drops + pair_drops["move"]:
+                problems.append(f"{split}: {move_in} move pairs != {n_queries} queries + {query_drops} query drops "
+                                f"+ {pair_drops['move']} pair drops")
+            gold_rows = move_in - pair_drops["move"]
+            if gold_rows + distractor_in - pair_drops["distractor"] != n_candidates + candidate_drops:
+                problems.append(f"{split}: {gold_rows} golds + {distractor_in - pair_drops['distractor']} distractors "
+                                f"!= {n_candidates} candidates + {candidate_drops} candidate drops")
+            if other_in != other_drops:
+                problems.append(f"{split}: {other_in} rows of an unknown role but {other_drops} dropped")
+            out["splits"][split] = {
+                "pairs_in": {"move": move_in, "distractor": distractor_in, "other": other_in},
+                "queries": n_queries,
+                "queries_by_move": {m: v for (s, m), v in sorted(queries.items()) if s == split},
+                "candidates": n_candidates,
+                "candidates_by_source": {src: v for (s, src), v in sorted(candidates.items()) if s == split},
+                "dropped": {
+                    f"{x['item']}:{x['reason']}": x["rows"] for x in sorted(d, key=lambda x: (x["item"], x["reason"]))
+                },
+            }
+        if problems:
+            raise ReconciliationError("pools: counts do not add up:\n  " + "\n  ".join(problems))
+        return out
+
+
+def _drop_rows(df: DataFrame, role: Column | str, item: str, reason: Column | str) -> DataFrame:
+    role_col = role if isinstance(role, Column) else F.lit(role)
+    reason_col = reason if isinstance(reason, Column) else F.lit(reason)
+    return df.select(
+        F.col("split"), role_col.alias("role"), F.lit(item).alias("item"), reason_col.alias("reason")
+    )
+
+
+def build_pools(split_pairs: DataFrame, apply_cross_split_rule: bool = True) -> PoolBuild:
+    """``mined_pairs`` + ``split`` -> queries, candidates and counted drops (the module docstring's rules).
+
+    ``apply_cross_split_rule=False`` exists only to build leaking data on purpose: the leakage tests
+    use it to show that ``check_leakage`` stops such a build.
+    """
+    pairs = split_pairs.withColumn("_rank", split_rank(F.col("split")))
+    is_move = (F.col("role") == "move") & F.col("move").isNotNull()
+    is_distractor = (F.col("role") == "distractor") & F.col("category").isNotNull()
+
+    moves = pairs.filter(is_move).select(
+        "split", "_rank", "pair_id", "paper_id", "pub_date", "move", "marker", "marker_entry", "context_text",
+        "query_text", "query_text_original", "gold_text", "gold_text_original",
+        text_key(F.col("query_text")).alias("qkey"), text_key(F.col("gold_text")).alias("gkey"),
+    )
+    distractors = pairs.filter(is_distractor).select(
+        "split", "_rank", "pair_id", "paper_id", "pub_date", "category",
+        F.col("gold_text").alias("text"), F.col("gold_text_original").alias("text_original"),
+        text_key(F.col("gold_text")).alias("key"),
+    )
+    drops = [_drop_rows(pairs.filter(~(is_move | is_distractor)), F.col("role"), "pair", "missing_label")]
+
+    # 1. Unusable rows.
+    empty_move = (F.col("qkey") == "") | (F.col("gkey") == "")
+    drops.append(_drop_rows(moves.filter(empty_move), "move", "pair", "empty_text"))
+    same = ~empty_move & (F.col("qkey") == F.col("gkey"))
+    drops.append(_drop_rows(moves.filter(same), "move", "pair", "query_equals_gold"))
+    moves = moves.filter(~empty_move & (F.col("qkey") != F.col("gkey")))
+    drops.append(_drop_rows(distractors.filter(F.col("key") == ""), "distractor", "pair", "empty_text"))
+    distractors = distractors.filter(F.col("key") != "")
+
+    # 2. Cross-split rule. Only texts that occur in more than one split matter (few: boilerplate), so
+    #    the joins below are against a small table.
+    if apply_cross_split_rule:
+        occurrences = (
+            moves.select(F.col("qkey").alias("key"), "_rank")
+            .unionByName(moves.select(F.col("gkey").alias("key"), "_rank"))
+            .unionByName(distractors.select("key", "_rank"))
+        )
+        shared = (
+            occurrences.groupBy("key")
+            .agg(F.min("_rank").alias("first_rank"), F.max("_rank").alias("last_rank"))
+            .filter(F.col("first_rank") < F.col("last_rank"))
+            .select("key", "first_rank")
+        )
+        moves = moves.join(
+            shared.withColumnRenamed("key", "qkey").withColumnRenamed("first_rank", "_q_first"), "qkey", "left"
+        ).join(shared.withColumnRenamed("key", "gkey").withColumnRenamed("first_rank", "_g_first"), "gkey", "left")
+        gold_leak = F.coalesce(F.col("_g_first") < F.col("_rank"), F.lit(False))
+        query_leak = F.coalesce(F.col("_q_first") < F.col("_rank"), F.lit(False))
+        drops.append(_drop_rows(moves.filter(gold_leak), "move", "pair", "gold_seen_in_earlier_split"))
+        moves = moves.filter(~gold_leak).withColumn("_query_kept", ~query_leak)
+        drops.append(_drop_rows(moves.filter(query_leak), "move", "query", "query_seen_in_earlier_split"))
+        distractors = distractors.join(shared, "key", "left")
+        d_leak = F.coalesce(F.col("first_rank") < F.col("_rank"), F.lit(False))
+        drops.append(
+            _drop_rows(distractors.filter(d_leak), "distractor", "candidate", "distractor_seen_in_earlier_split")
+        )
+        distractors = distractors.filter(~d_leak)
+    else:
+        moves = moves.withColumn("_query_kept", F.lit(True))
+
+    # 3. The pool: golds of every kept pair (also those whose query was dropped) and distractors,
+    #    one row per (split, key); a gold wins over a distractor, then the order below decides.
+    pool_rows = moves.select(
+        "split", F.col("gkey").alias("key"), F.col("gold_text").alias("text"),
+        F.col("gold_text_original").alias("text_original"), F.concat(F.lit("gold_"), F.col("move")).alias("source"),
+        "move", "paper_id", "pub_date", "pair_id", F.lit(0).alias("_priority"), F.lit("move").alias("role"),
+    ).unionByName(
+        distractors.select(
+            "split", "key", "text", "text_original", F.concat(F.lit("distractor_"), F.col("category")).alias("source"),
+            F.lit(None).cast("string").alias("move"), "paper_id", "pub_date", "pair_id",
+            F.lit(1).alias("_priority"), F.lit("distractor").alias("role"),
+        )
+    )
+    by_text = Window.partitionBy("split", "key")
+    ranked = (
+        pool_rows.withColumn(
+            "_rn",
+            F.row_number().over(by_text.orderBy("_priority", "source", "paper_id", "pair_id", "text_original", "text")),
+        )
+        .withColumn("_has_gold", F.min("_priority").over(by_text) == 0)
+        .withColumn("gold_moves", F.array_sort(F.collect_set("move").over(by_text)))
+    )
+    candidates = ranked.filter(F.col("_rn") == 1).select(
+        "split", candidate_id(F.col("split"), F.col("key")).alias("candidate_id"), "text", "text_original", "source",
+        "gold_moves", "paper_id", "pub_date",
+    )
+    merged = ranked.filter(F.col("_rn") > 1)
+    drops.append(
+        _drop_rows(
+            merged,
+            F.col("role"),
+            "candidate",
+            F.when((F.col("_priority") == 1) & F.col("_has_gold"), F.lit("distractor_is_gold"))
+            .when(F.col("_priority") == 0, F.lit("duplicate_gold"))
+            .otherwise(F.lit("duplicate_distractor")),
+        )
+    )
+
+    # 4. Queries, de-duplicated on (split, move, query key, gold key).
+    query_rows = moves.filter(F.col("_query_kept")).withColumn(
+        "_rn",
+        F.row_number().over(Window.partitionBy("split", "move", "qkey", "gkey").orderBy("pair_id", "paper_id")),
+    )
+    drops.append(_drop_rows(query_rows.filter(F.col("_rn") > 1), "move", "query", "duplicate_query"))
+    query_rows = query_rows.filter(F.col("_rn") == 1)
+
+    # 5. Exclusion: the candidate whose text is the query's own text, if the pool holds one.
+    pool_ids = candidates.select(F.col("candidate_id").alias("_self_id"))
+    queries = (
+        query_rows.withColumn("_self_id", candidate_id(F.col("split"), F.col("qkey")))
+        .join(pool_ids.withColumn("_in_pool", F.lit(True)), "_self_id", "left")
+        .select(
+            "split", "move",
+            query_id(F.col("split"), F.col("move"), F.col("qkey"), F.col("gkey")).alias("query_id"),
+            "query_text", "query_text_original", "context_text",
+            candidate_id(F.col("split"), F.col("gkey")).alias("gold_candidate_id"),
+            "marker", "marker_entry", "paper_id", "pub_date", "pair_id",
+            F.when(F.col("_in_pool"), F.array(F.col("_self_id")))
+            .otherwise(F.array().cast("array<string>"))
+            .alias("exclude_candidate_ids"),
+        )
+    )
+
+    all_drops = drops[0]
+    for extra in drops[1:]:
+        all_drops = all_drops.unionByName(extra)
+    drop_counts = all_drops.groupBy("split", "role", "item", "reason").agg(F.count("*").alias("rows"))
+    inputs = pairs.groupBy("split", "role").agg(F.count("*").alias("rows"))
+    return PoolBuild(queries=queries, candidates=candidates, drops=drop_counts, inputs=inputs)

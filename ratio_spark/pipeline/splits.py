@@ -1,0 +1,84 @@
+"""Temporal splits (the paper's §4.2 and appendix B.2): every pair goes to the split of its paper's date.
+
+A split is a date range, both ends inclusive (``SplitsConfig``). A pair whose paper has no date, or a
+date outside every range, belongs to no split. Such pairs are kept in a separate frame with a reason, so
+the stage can count them (in = assigned + out of range). Nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from ratio_spark.core.config import SplitsConfig
+
+# The order of the splits in time. The cross-split rule in ``pools`` uses it: a text belongs to the
+# earliest split in which it occurs.
+SPLITS = ("train", "validation", "test")
+
+OUT_OF_RANGE_REASONS = ("missing_pub_date", "pub_date_outside_splits")
+
+
+def split_of(pub_date: Column, splits_config: SplitsConfig) -> Column:
+    """The split whose inclusive range holds ``pub_date``, or null. The config guarantees disjoint ranges."""
+    out: Column | None = None
+    for name in SPLITS:
+        rng = splits_config.ranges()[name]
+        cond = pub_date.between(F.lit(rng.start), F.lit(rng.end))
+        out = F.when(cond, F.lit(name)) if out is None else out.when(cond, F.lit(name))
+    return out.otherwise(F.lit(None).cast("string"))
+
+
+def split_rank(split: Column) -> Column:
+    """0 for train, 1 for validation, 2 for test: the order of the splits in time."""
+    out: Column | None = None
+    for rank, name in enumerate(SPLITS):
+        out = F.when(split == name, F.lit(rank)) if out is None else out.when(split == name, F.lit(rank))
+    return out.otherwise(F.lit(None).cast("int"))
+
+
+@dataclass
+class SplitAssignment:
+    """``pairs``: the input rows that fall in a split, plus a ``split`` column.
+    ``out_of_range``: the rows that fall in none, plus ``split`` (null) and ``reason``."""
+
+    pairs: DataFrame
+    out_of_range: DataFrame
+
+    def summary(self) -> dict[str, Any]:
+        """Counts of pairs and papers per split and out of range. Runs two small Spark jobs."""
+        per_split = {
+            r["split"]: {"pairs": r["pairs"], "papers": r["papers"]}
+            for r in self.pairs.groupBy("split")
+            .agg(F.count("*").alias("pairs"), F.countDistinct("paper_id").alias("papers"))
+            .collect()
+        }
+        out = self.out_of_range.groupBy("reason").agg(
+            F.count("*").alias("pairs"), F.countDistinct("paper_id").alias("papers")
+        ).collect()
+        out_papers = self.out_of_range.select("paper_id").distinct().count() if out else 0
+        return {
+            "pairs_by_split": {s: per_split.get(s, {"pairs": 0, "papers": 0}) for s in SPLITS},
+            "pairs_assigned": sum(v["pairs"] for v in per_split.values()),
+            "pairs_out_of_range": sum(r["pairs"] for r in out),
+            "papers_out_of_range": out_papers,
+            "out_of_range_by_reason": {r["reason"]: {"pairs": r["pairs"], "papers": r["papers"]} for r in out},
+        }
+
+
+def assign_splits(mined_pairs: DataFrame, splits_config: SplitsConfig) -> SplitAssignment:
+    """Add ``split`` by ``pub_date``. Rows outside every range go to ``out_of_range`` with a reason.
+
+    The split is a function of the paper's date only. So a paper lands in one split unless its rows
+    disagree on the date, and ``leakage.check_leakage`` catches that case.
+    """
+    labelled = mined_pairs.withColumn("split", split_of(F.col("pub_date"), splits_config))
+    pairs = labelled.filter(F.col("split").isNotNull())
+    out_of_range = labelled.filter(F.col("split").isNull()).withColumn(
+        "reason",
+        F.when(F.col("pub_date").isNull(), F.lit("missing_pub_date")).otherwise(F.lit("pub_date_outside_splits")),
+    )
+    return SplitAssignment(pairs=pairs, out_of_range=out_of_range)
