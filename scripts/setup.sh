@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 VENV=${RATIO_VENV:-.venv}
-EXTRAS=${RATIO_EXTRAS:-dev,eval}
+EXTRAS=${RATIO_EXTRAS:-dev,eval,humaneval}
 
 for tool in java mvn "$PYTHON"; do
   command -v "$tool" >/dev/null || { echo "setup: '$tool' is not on PATH (need Java 17, Maven and Python 3.10-3.12)" >&2; exit 1; }
@@ -49,6 +49,11 @@ if [ "${RATIO_SKIP_LLAMA:-0}" != 1 ] && [[ ",$EXTRAS," == *,dev,* ]] && \
   echo "setup: installing $(basename "$wheel")"
   # Its server extra's dependencies are pinned in pyproject.toml (dev extra).
   "$VENV/bin/pip" install -q --no-deps "$wheel"
+fi
+
+# The browser of the human-evaluation app's tests (Debian's Chromium; only with the dev extra).
+if [[ ",$EXTRAS," == *,dev,* ]]; then
+  scripts/setup-browser.sh
 fi
 
 # Extra models for `ratio-spark evaluate`, unpacked once into ~/.cache/ratio-spark/models, e.g.
