@@ -125,8 +125,7 @@ def _cmd_assign(args) -> int:
     print(f"  {'per_annotator':<30} " + ", ".join(f"{k} {v}" for k, v in per_person.items()))
     print(f"\nstudy: {args.out}")
     print(f"personal links (secret; send each person their own): {links}")
-    print(f"  start the app with: ratio-spark humaneval serve --study {args.out}"
-          f"{'' if not args.conf else f' --conf {args.conf}'}")
+    print(f"  start the app with: ratio-spark humaneval serve --study {args.out}")
     print("  then each link is the server's address + the path in that file, e.g. http://127.0.0.1:8765/t/<token>")
     return 0
 

@@ -206,6 +206,7 @@ def serve(study_path: str | Path, host: str = "127.0.0.1", port: int = 8765, on_
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(128)  # from here on connections wait in the backlog until uvicorn accepts them
     except OSError as exc:
         sock.close()
         raise StudyError(f"cannot listen on {host}:{port} ({exc.strerror}); choose another --port, or 0 for a free one") from None

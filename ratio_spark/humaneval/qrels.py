@@ -21,7 +21,7 @@ def label_rows(frames: dict[str, pd.DataFrame]) -> pd.DataFrame:
     assignments = frames["assignments"][["assignment_id", "annotator", "query_id", "completed_at"]]
     queries = frames["queries"][["query_id", "move", "gold_candidate_id", "paper_id"]].rename(
         columns={"paper_id": "query_paper_id"})
-    ranks = frames["lists"].pivot_table(index=["query_id", "candidate_id"], columns="system", values="rank")
+    ranks = frames["lists"].pivot_table(index=["query_id", "candidate_id"], columns="system", values="rank").astype("Int64")
     ranks.columns = [f"rank_{system}" for system in ranks.columns]
     rows = (frames["labels"].merge(assignments, on="assignment_id", validate="many_to_one")
             .merge(queries, on="query_id", validate="many_to_one")
