@@ -51,9 +51,11 @@ if [ "${RATIO_SKIP_LLAMA:-0}" != 1 ] && [[ ",$EXTRAS," == *,dev,* ]] && \
   "$VENV/bin/pip" install -q --no-deps "$wheel"
 fi
 
-# The browser of the human-evaluation app's tests (Debian's Chromium; only with the dev extra).
-if [[ ",$EXTRAS," == *,dev,* ]]; then
-  scripts/setup-browser.sh
+# The browser of the human-evaluation app's tests (Debian's Chromium; only with the dev extra). Without it
+# those tests skip, except under .ci/run (RATIO_REQUIRE_ALL=1), where setup stops here.
+if [[ ",$EXTRAS," == *,dev,* ]] && ! scripts/setup-browser.sh; then
+  if [ "${RATIO_REQUIRE_ALL:-0}" = 1 ]; then exit 1; fi
+  echo "setup: continuing without Chromium; the browser tests will skip" >&2
 fi
 
 # Extra models for `ratio-spark evaluate`, unpacked once into ~/.cache/ratio-spark/models, e.g.

@@ -21,6 +21,8 @@ import pytest
 from prerequisites import missing
 from ratio_spark.cli.main import main
 
+pytestmark = pytest.mark.slow  # a server subprocess and a browser
+
 CHROMIUM = os.environ.get("RATIO_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run"]

@@ -224,6 +224,8 @@ class Study:
     def _state(conn: sqlite3.Connection, assignment_id: int) -> dict:
         row = conn.execute("SELECT query_id, preference, comment, completed_at FROM assignments WHERE assignment_id = ?",
                            (assignment_id,)).fetchone()
+        if row is None:
+            raise StudyError(f"no assignment {assignment_id}")
         labels = {r["candidate_id"]: bool(r["useful"]) for r in conn.execute(
             "SELECT candidate_id, useful FROM labels WHERE assignment_id = ?", (assignment_id,))}
         required = conn.execute("SELECT COUNT(DISTINCT candidate_id) FROM lists WHERE query_id = ?",
