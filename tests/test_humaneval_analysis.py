@@ -209,3 +209,6 @@ def test_report_on_a_study_without_answers_fails_clearly(tmp_path, capsys):
     assert code == 2 and "no complete assignment yet" in capsys.readouterr().err
     assert main(["humaneval", "report", "--study", str(tmp_path / "missing.sqlite"), "--out", str(tmp_path / "r")]) == 2
     assert "no study at" in capsys.readouterr().err
+    (tmp_path / "notes.sqlite").write_text("not a database\n" * 100)
+    assert main(["humaneval", "export", "--study", str(tmp_path / "notes.sqlite"), "--out", str(tmp_path / "q")]) == 2
+    assert "is not a database" in capsys.readouterr().err

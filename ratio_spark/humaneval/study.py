@@ -107,9 +107,9 @@ class Study:
         except sqlite3.Error as exc:
             raise StudyError(f"cannot open the study {self.path}: {exc}") from None
         conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA synchronous = FULL")
         try:
+            conn.execute("PRAGMA foreign_keys = ON")
+            conn.execute("PRAGMA synchronous = FULL")
             if write:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
