@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ratio_spark.humaneval.study import StudyContent, StudyError, token_digest
+from ratio_spark.humaneval.study import StudyContent, token_digest
 from ratio_spark.silver.sampling import sample_pairs, stable_rank_key
 
 
