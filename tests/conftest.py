@@ -76,3 +76,35 @@ def silver_tables(tmp_path_factory):
             row["pub_date"] = dt.date.fromisoformat(row["pub_date"]) if row.get("pub_date") else None
         write_deltalake(str(root / name), pa.Table.from_pylist(rows), partition_by=["split"])
     return root
+
+
+# --- human evaluation (issue 17): real sample queries, a pool with their golds, two real BM25 runs ---
+@pytest.fixture(scope="session")
+def humaneval_runs(tmp_path_factory) -> dict:
+    """Delta ``queries`` (the 72 test queries of tests/fixtures/silver, with markers) and ``candidates`` (the
+    test pools of tests/fixtures/eval and /silver, 407 sentences), and the BM25-unigram and BM25-bigram runs
+    that ``ratio-spark evaluate`` writes for them. Returns {"tables": root, "runs": {name: run folder}}."""
+    import json
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from ratio_spark.cli.main import main
+
+    root = tmp_path_factory.mktemp("humaneval")
+
+    def rows(path: Path) -> list[dict]:
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    queries = [r for r in rows(FIXTURES / "silver" / "queries.jsonl") if r["split"] == "test"]
+    pool: dict[str, dict] = {}
+    for row in rows(EVAL_FIXTURE / "candidates.jsonl") + rows(FIXTURES / "silver" / "candidates.jsonl"):
+        if row["split"] == "test":
+            pool.setdefault(row["candidate_id"], row)
+    for name, data in (("queries", queries), ("candidates", list(pool.values()))):
+        write_deltalake(str(root / "tables" / name), pa.Table.from_pylist(data), partition_by=["split"])
+    results = root / "results"
+    code = main(["evaluate", "--set", f"tables.root={root / 'tables'}", "--split", "test", "--retrievers",
+                 "bm25-1,bm25-2", "--analyses", "none", "--results", str(results), "--no-progress"])
+    assert code == 0
+    return {"tables": root / "tables", "runs": {"unigram": results / "runs" / "bm25-1", "bigram": results / "runs" / "bm25-2"}}

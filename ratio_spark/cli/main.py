@@ -17,6 +17,7 @@ COMMAND_GROUPS: dict[str, str] = {
     "silver": "ratio_spark.cli.silver",
     "evaluate": "ratio_spark.cli.evaluate",
     "models": "ratio_spark.cli.models",
+    "humaneval": "ratio_spark.cli.humaneval",
 }
 
 
