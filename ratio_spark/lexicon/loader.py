@@ -19,11 +19,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from ratio_spark.core.schema import DISTRACTOR_CATEGORIES, MARKER_SOURCES, MOVES
 from ratio_spark.core.text import normalize_text
 
-MOVES = ("address", "broaden", "specify")
-DISTRACTOR_CATEGORIES = ("contrast", "similarity", "continuation", "inference", "other")
-SOURCES = ("manual", "extension", "llm", "pattern")
 COLUMNS = ("marker", "role", "label", "source", "extendable", "evidence")
 DEFAULT_LEXICON_DIR = Path(__file__).resolve().parents[2] / "lexicons"
 
@@ -108,8 +106,8 @@ def load_lexicon(path: str | Path) -> Lexicon:
                 problems.append(f"{where}: move label {label!r} must be one of {MOVES}")
             elif role == "distractor" and label not in DISTRACTOR_CATEGORIES:
                 problems.append(f"{where}: distractor category {label!r} must be one of {DISTRACTOR_CATEGORIES}")
-            if source not in SOURCES:
-                problems.append(f"{where}: source {source!r} must be one of {SOURCES}")
+            if source not in MARKER_SOURCES:
+                problems.append(f"{where}: source {source!r} must be one of {MARKER_SOURCES}")
             if extendable is None:
                 problems.append(f"{where}: extendable {row['extendable']!r} must be true or false")
             if text in seen:

@@ -21,7 +21,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from ratio_spark.lexicon.loader import MOVES, Lexicon
+from ratio_spark.core.schema import MOVES
+from ratio_spark.lexicon.loader import Lexicon
 from ratio_spark.lexicon.curation.formats import Candidate, LexiconInputError, normalise_marker
 from ratio_spark.pipeline.pairs import consecutive_pairs
 from ratio_spark.lexicon.curation.spans import opening_span

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from ratio_spark.lexicon.loader import DISTRACTOR_CATEGORIES, MOVES, SOURCES
+from ratio_spark.core.schema import DISTRACTOR_CATEGORIES, MARKER_SOURCES, MOVES
 from ratio_spark.core.text import normalize_text
 
 CANDIDATE_COLUMNS = ("marker", "move", "source", "provenance")
@@ -144,7 +144,7 @@ def source_of(value: str, path: Path) -> str | None:
     """The lexicon source of a candidate row: its ``source`` column ("llm", "llm:gpt-4o", "pattern"),
     else the source whose file this is (llm.tsv -> llm), else None."""
     head = value.split(":", 1)[0].strip().lower()
-    if head in SOURCES:
+    if head in MARKER_SOURCES:
         return head
     by_file = {name: source for source, name in SOURCE_FILES.items()}
     return by_file.get(path.name)
@@ -162,7 +162,7 @@ def read_candidates(path: str | Path) -> list[Candidate]:
             problems.append(f"{where}: move {row['move']!r} must be one of {MOVES}")
         source = source_of(row["source"], path)
         if source is None:
-            problems.append(f"{where}: source {row['source']!r} is not one of {SOURCES} (nor is the file one of {sorted(SOURCE_FILES.values())})")
+            problems.append(f"{where}: source {row['source']!r} is not one of {MARKER_SOURCES} (nor is the file one of {sorted(SOURCE_FILES.values())})")
         try:
             provenance = json.loads(row["provenance"]) if row["provenance"] else {}
             if not isinstance(provenance, dict):

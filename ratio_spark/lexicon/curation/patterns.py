@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pyinflect
 
-from ratio_spark.lexicon.loader import MOVES
+from ratio_spark.core.schema import MOVES
 from ratio_spark.lexicon.curation.formats import Candidate, LexiconInputError, normalise_marker
 
 DEFAULT_PATTERNS_DIR = Path(__file__).resolve().parents[3] / "lexicons" / "patterns"

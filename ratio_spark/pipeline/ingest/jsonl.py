@@ -15,7 +15,8 @@ from typing import Any
 
 from ratio_spark.pipeline.ingest.options import ReaderOptions
 from ratio_spark.pipeline.ingest.dates import parse_iso_date, resolve_date
-from ratio_spark.pipeline.ingest.records import ParsedRecord, Reason, reject
+from ratio_spark.core.schema import Reason
+from ratio_spark.pipeline.ingest.records import ParsedRecord, reject
 from ratio_spark.core.text import dehyphenate
 
 FORMAT = "jsonl"

@@ -24,7 +24,8 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from ratio_spark.core.config import InputConfig
 from ratio_spark.pipeline.ingest.options import ReaderOptions
 from ratio_spark.pipeline.ingest.dates import paper_id_from_path, resolve_date
-from ratio_spark.pipeline.ingest.records import RECORD_COLUMNS, ParsedRecord, Reason, reject
+from ratio_spark.core.schema import Reason
+from ratio_spark.pipeline.ingest.records import RECORD_COLUMNS, ParsedRecord, reject
 from ratio_spark.pipeline.ingest.spark_io import read_records
 from ratio_spark.core.text import dehyphenate
 

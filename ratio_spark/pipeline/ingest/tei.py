@@ -7,7 +7,8 @@ import re
 from lxml import etree
 
 from ratio_spark.pipeline.ingest.dates import canonical_paper_id, paper_id_from_path, resolve_date
-from ratio_spark.pipeline.ingest.records import ParsedRecord, Reason, reject
+from ratio_spark.core.schema import Reason
+from ratio_spark.pipeline.ingest.records import ParsedRecord, reject
 from ratio_spark.pipeline.ingest.options import ReaderOptions
 from ratio_spark.core.text import dehyphenate
 
