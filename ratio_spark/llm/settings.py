@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from ratio_spark.core import paths
 from ratio_spark.core.strict import StrictModel
 
 JsonMode = Literal["json_schema", "json_object_schema", "json_object"]
@@ -81,7 +82,7 @@ class LLMSettings(StrictModel):
     """The ``llm:`` section of the configuration: every endpoint the project may call, and the cache."""
 
     models: list[ModelEndpoint] = Field(default_factory=list)
-    cache_dir: str = "~/.cache/ratio-spark/llm"
+    cache_dir: str = Field(default_factory=lambda: str(paths.cache_dir("llm")))
 
     @model_validator(mode="after")
     def _unique_names(self) -> "LLMSettings":

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ratio_spark.core.schema import MARKER_SOURCES, MOVES
+from ratio_spark.core.tsv import write_tsv
 from ratio_spark.lexicon.loader import COLUMNS, DEFAULT_LEXICON_DIR, LexiconError, load_lexicon
 from ratio_spark.lexicon.curation.formats import (
     LABELS_FILE,
@@ -53,7 +54,6 @@ from ratio_spark.lexicon.curation.formats import (
     read_candidates,
     read_decisions,
     read_labels,
-    write_tsv,
 )
 
 MARKER_COLUMNS = (*COLUMNS, "provenance")

@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ratio_spark.core.schema import DISTRACTOR_CATEGORIES, MARKER_SOURCES, MOVES
+from ratio_spark.core.tsv import read_tsv
 from ratio_spark.lexicon.loader import DEFAULT_LEXICON_DIR, Lexicon
 from ratio_spark.lexicon.matcher import PairCutter, opening_regex
 from ratio_spark.pipeline.pairs import consecutive_pairs
@@ -46,13 +47,12 @@ def lexicon_folder(path: str | Path) -> Path:
 def read_provenance(folder: str | Path) -> dict[str, dict]:
     """marker -> provenance (empty for lexicons without the column, such as v1)."""
     out: dict[str, dict] = {}
-    with (lexicon_folder(folder) / "markers.tsv").open(newline="", encoding="utf-8") as handle:
-        for row in csv.DictReader(handle, delimiter="\t"):
-            raw = (row.get("provenance") or "").strip()
-            try:
-                out[row["marker"].strip()] = json.loads(raw) if raw else {}
-            except ValueError:
-                out[row["marker"].strip()] = {}
+    for _, row in read_tsv(lexicon_folder(folder) / "markers.tsv", ("marker",)):
+        raw = row.get("provenance", "")
+        try:
+            out[row["marker"]] = json.loads(raw) if raw else {}
+        except ValueError:
+            out[row["marker"]] = {}
     return out
 
 
