@@ -13,6 +13,8 @@ from typing import Any, TypedDict
 
 from pyspark.sql import types as T
 
+from ratio_spark.core.text import collapse_whitespace
+
 SECTION_TYPE = T.StructType(
     [
         T.StructField("heading", T.StringType()),
@@ -58,4 +60,21 @@ def reject(source_format: str, source_path: str, reason: str, detail: str, paper
         "source_path": source_path,
         "reject_reason": reason,
         "reject_detail": detail[:500],
+    }
+
+
+def paper_record(source_format: str, source_path: str, paper_id: str, title: Any, sections: list[dict],
+                 date: dict | None, date_source: str) -> ParsedRecord:
+    """An accepted paper; ``date`` is a ``dates.ParsedDate`` (None until a later rule sets it)."""
+    return {
+        "paper_id": paper_id,
+        "pub_date": date["pub_date"] if date else None,
+        "date_precision": date["date_precision"] if date else None,
+        "date_source": date_source,
+        "title": (collapse_whitespace(title) or None) if isinstance(title, str) else None,
+        "sections": sections,
+        "source_format": source_format,
+        "source_path": source_path,
+        "reject_reason": None,
+        "reject_detail": None,
     }
