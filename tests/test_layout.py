@@ -115,3 +115,17 @@ def test_the_pyspark_block_works():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode != 0 and "blocked: pyspark" in done.stderr
+
+
+def test_the_architecture_page_names_every_module():
+    """docs/architecture.md's tree ("  pkg/   mod · mod") lists exactly the package's modules."""
+    text = (PACKAGE_ROOT.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    tree = text.split("```text\nratio_spark/\n", 1)[1].split("```", 1)[0]
+    listed, parents = set(), {}
+    for line in tree.splitlines():
+        depth = (len(line) - len(line.lstrip())) // 2
+        package, _, modules = line.strip().partition("/")
+        path = "ratio_spark." + ".".join([*(parents[d] for d in range(1, depth)), package])
+        parents[depth] = package
+        listed |= {path} | {f"{path}.{m.strip()}" for m in modules.split("·") if m.strip()}
+    assert listed == set(all_modules()) - {"ratio_spark"}
