@@ -1,4 +1,5 @@
-"""Delta tables: the contract between stages. Writes overwrite atomically, so reruns are idempotent."""
+"""Delta tables between stages: writes replace a table (or one partition) in one commit, so reruns are
+idempotent; ``drop_rows`` is the shape of a stage's drops (the ``drops`` table, ``core.schema.TABLES``)."""
 
 from __future__ import annotations
 
