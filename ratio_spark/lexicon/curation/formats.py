@@ -99,6 +99,14 @@ def _check_marker(raw: str, where: str, problems: list[str]) -> str | None:
     return marker
 
 
+def _check_move(raw: str, where: str, problems: list[str]) -> str | None:
+    move = raw.lower()
+    if move not in MOVES:
+        problems.append(f"{where}: move {raw!r} must be one of {MOVES}")
+        return None
+    return move
+
+
 def _raise(path: Path, problems: list[str]) -> None:
     if problems:
         shown = problems[:50] + ([f"... and {len(problems) - 50} more"] if len(problems) > 50 else [])
@@ -122,9 +130,7 @@ def read_candidates(path: str | Path) -> list[Candidate]:
     out: list[Candidate] = []
     for where, row in _rows(path, CANDIDATE_COLUMNS):
         marker = _check_marker(row["marker"], where, problems)
-        move = row["move"].lower()
-        if move not in MOVES:
-            problems.append(f"{where}: move {row['move']!r} must be one of {MOVES}")
+        move = _check_move(row["move"], where, problems)
         source = source_of(row["source"], path)
         if source is None:
             problems.append(f"{where}: source {row['source']!r} is not one of {MARKER_SOURCES} (nor is the file one of {sorted(SOURCE_FILES.values())})")
@@ -135,7 +141,7 @@ def read_candidates(path: str | Path) -> list[Candidate]:
         except ValueError as exc:
             problems.append(f"{where}: provenance must be a JSON object ({exc})")
             provenance = {}
-        if marker is None or move not in MOVES or source is None:
+        if marker is None or move is None or source is None:
             continue
         if row["source"] and row["source"] != source:
             provenance = {**provenance, "source_detail": row["source"]}
@@ -165,12 +171,10 @@ def read_labels(path: str | Path) -> list[Label]:
     out: list[Label] = []
     for where, row in _rows(path, LABEL_COLUMNS):
         marker = _check_marker(row["marker"], where, problems)
-        move, label = row["move"].lower(), row["label"].lower().replace("-", "_")
-        if move not in MOVES:
-            problems.append(f"{where}: move {row['move']!r} must be one of {MOVES}")
+        move, label = _check_move(row["move"], where, problems), row["label"].lower().replace("-", "_")
         if label not in LABELS:
             problems.append(f"{where}: label {row['label']!r} must be one of {LABELS}")
-        if marker and move in MOVES and label in LABELS:
+        if marker and move and label in LABELS:
             out.append(Label(marker, move, label, row["labeller"], row["reason"], where))
     _raise(path, problems)
     return out
