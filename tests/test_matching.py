@@ -177,8 +177,8 @@ def test_mining_pairs_exactly_the_consecutive_sentences_of_a_paragraph(spark, le
         ]),
     ])
     assert pairs_for_mining(sentences).count() == 2 + 3
-    matched, mined = mine_pairs(spark, sentences, lexicon, MiningConfig(lexicon="unused"))
-    rows = {r.gold_sentence_id: r for r in mined.collect()}
+    mining = mine_pairs(spark, sentences, lexicon, MiningConfig(lexicon="unused"))
+    rows = {r.gold_sentence_id: r for r in mining.mined.collect()}
     assert set(rows) == {"P1:0:0:2", "P2:0:0:1", "P2:0:0:2"}
     address = rows["P1:0:0:2"]
     assert (address.role, address.move, address.marker) == ("move", "address", "to address this issue")
@@ -193,6 +193,7 @@ def test_mining_pairs_exactly_the_consecutive_sentences_of_a_paragraph(spark, le
     distractor = rows["P2:0:0:2"]
     assert (distractor.role, distractor.move, distractor.category) == ("distractor", None, "similarity")
     assert distractor.gold_text == "most dependency treebanks are built from newspaper text as well."
-    drops = {r.gold_sentence_id: r.drop_reason for r in matched.collect() if r.drop_reason}
+    drops = {r.gold_sentence_id: r.drop_reason for r in mining.matched.collect() if r.drop_reason}
     assert drops == {"P2:0:0:3": "short_gold"}
+    assert [(r.reason, r.text) for r in mining.drops.collect()] == [("short_gold", "short.")]
     assert len({r.pair_id for r in rows.values()}) == 3

@@ -141,9 +141,34 @@ def test_real_papers_mine_into_leak_free_pools_and_a_loadable_release(benchmark,
     assert all(gold in corpus for judged in qrels.values() for gold in judged)
 
 
+def test_every_stage_reconciles_and_counts_its_drops_by_reason(built, benchmark, spark):
+    config, ingest, segment, _, expected_rejects = built
+    _, mine, pools, export = benchmark
+    for summary in (ingest, segment, mine, pools, export):
+        assert summary["reconciled"], summary["stage"]
+    stats = {}
+    for r in spark.read.format("delta").load(config.tables.location("stats_drops")).collect():
+        stats.setdefault(r["stage"], {})[r["reason"]] = r["rows"]
+    pool_drops = {}
+    for split in pools["splits"].values():
+        for key, n in split["dropped"].items():
+            pool_drops[key.split(":", 1)[1]] = pool_drops.get(key.split(":", 1)[1], 0) + n
+    for reason, sizes in pools["out_of_range_by_reason"].items():
+        pool_drops[reason] = pool_drops.get(reason, 0) + sizes["pairs"]
+    assert stats.get("ingest") == expected_rejects
+    assert stats.get("segment", {}) == segment["papers_dropped_by_reason"]
+    assert stats.get("mine", {}) == mine["dropped_by_reason"] and mine["dropped_by_reason"]
+    assert stats.get("pools", {}) == pool_drops
+    drops = spark.read.format("delta").load(config.tables.location("drops"))
+    by_stage = {r["stage"]: r["count"] for r in drops.groupBy("stage").count().collect()}
+    assert by_stage == {stage: sum(counts.values()) for stage, counts in stats.items() if stage != "ingest" and counts}
+    assert drops.filter(F.col("item_id").isNull() | F.col("item").isNull()).count() == 0
+    assert segment["papers"] == segment["papers_with_sentences"] + sum(segment["papers_dropped_by_reason"].values())
+
+
 def test_a_rerun_yields_the_same_rows(built, benchmark, spark):
     config = benchmark[0]
-    names = ("papers", "rejects", "sentences", "mined_pairs", "queries", "candidates", "stats_yield")
+    names = ("papers", "rejects", "sentences", "mined_pairs", "queries", "candidates", "stats_yield", "drops", "stats_drops")
     before = {
         name: sorted(map(str, spark.read.format("delta").load(config.tables.location(name)).collect()))
         for name in names

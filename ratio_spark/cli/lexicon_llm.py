@@ -82,9 +82,10 @@ def _prompt_kwargs(args) -> dict:
 
 def _generate(args, config, client) -> dict:
     from ratio_spark.lexicon.loader import load_lexicon
+    from ratio_spark.lexicon.curation.formats import CANDIDATE_COLUMNS
     from ratio_spark.lexicon.curation.llm import (
-        CANDIDATE_COLUMNS, GENERATE_PROMPT, candidates_dir, generate_candidates, load_moves, load_prompt,
-        merge_candidates, read_tsv, write_tsv,
+        GENERATE_PROMPT, candidates_dir, generate_candidates, load_moves, load_prompt, merge_candidates, read_rows,
+        write_rows,
     )
 
     prompts_dir = _prompt_kwargs(args)["prompts_dir"]
@@ -104,9 +105,9 @@ def _generate(args, config, client) -> dict:
                                    prompt=prompt, moves=moves, stats=stats, max_tokens=args.max_tokens)
         new_rows.extend(rows)
         per_move[move] = {"seeds": len(seeds), **dict(sorted(stats.items()))}
-    existing = read_tsv(out, ("marker", "move", "source", "provenance"))
+    existing = read_rows(out, ("marker", "move", "source", "provenance"))
     merged = merge_candidates(existing, new_rows)
-    write_tsv(out, merged, CANDIDATE_COLUMNS)
+    write_rows(out, merged, CANDIDATE_COLUMNS)
     print(f"\n== lexicon-llm generate ({prompt.file}, models {', '.join(models)}, seeds from {seed_lexicon.version}) ==")
     for move, stats in per_move.items():
         print(f"  {move}: " + ", ".join(f"{k} {v}" for k, v in stats.items()))
@@ -120,9 +121,10 @@ def _generate(args, config, client) -> dict:
 
 
 def _label(args, config, client) -> dict:
+    from ratio_spark.lexicon.curation.formats import LABEL_COLUMNS, LABELS_FILE
     from ratio_spark.lexicon.curation.llm import (
-        LABEL_COLUMNS, LABEL_PROMPT, LABELS_FILE, candidates_dir, label_candidates, labeller_name, load_moves,
-        load_prompt, merge_labels, read_all_candidates, read_tsv, write_tsv,
+        LABEL_PROMPT, candidates_dir, label_candidates, labeller_name, load_moves, load_prompt, merge_labels,
+        read_all_candidates, read_rows, write_rows,
     )
 
     prompts_dir = _prompt_kwargs(args)["prompts_dir"]
@@ -140,8 +142,8 @@ def _label(args, config, client) -> dict:
     rows = label_candidates(client, model, candidates, prompt=prompt, moves=moves, stats=stats,
                             batch_state_dir=batch_dir, max_tokens=args.max_tokens)
     out = folder / LABELS_FILE
-    existing = read_tsv(out, LABEL_COLUMNS)
-    write_tsv(out, merge_labels(existing, rows), LABEL_COLUMNS)
+    existing = read_rows(out, LABEL_COLUMNS)
+    write_rows(out, merge_labels(existing, rows), LABEL_COLUMNS)
     by_move = Counter((r["move"], r["label"]) for r in rows)
     failed = sum(v for k, v in stats.items() if k.startswith("failed:"))
     print(f"\n== lexicon-llm label ({labeller_name(model, prompt)}) ==")

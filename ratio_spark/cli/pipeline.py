@@ -9,13 +9,12 @@ from pathlib import Path
 
 from ratio_spark.cli.common import add_config_args, print_summary
 from ratio_spark.core.config import Config, ConfigError, load_config
+from ratio_spark.pipeline.contracts import CONTRACTS, PIPELINE  # declarations only: no pyspark for --help
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    from ratio_spark.pipeline.stages import PIPELINE, STAGES
-
     commands = [("config", "print the resolved configuration and exit")]
-    commands += [(name, (STAGES[name].__doc__ or "").strip().splitlines()[0]) for name in PIPELINE]
+    commands += [(name, CONTRACTS[name].help) for name in PIPELINE]
     commands += [("run", "run every stage in order: " + ", ".join(PIPELINE))]
     for name, help_text in commands:
         parser = sub.add_parser(name, help=help_text)
@@ -37,14 +36,14 @@ def run_jars(args: argparse.Namespace) -> int:
 
 def run_stages(config: Config, stages: list[str]) -> list[dict]:
     import ratio_spark
+    from ratio_spark.pipeline.runner import run_stage
     from ratio_spark.pipeline.session import build_spark_session
-    from ratio_spark.pipeline.stages import STAGES
 
     print(f"ratio-spark {ratio_spark.__version__} from {Path(ratio_spark.__file__).parent}", flush=True)
     spark = build_spark_session(config.spark)
     summaries = []
     for stage in stages:
-        summary = STAGES[stage](spark, config)
+        summary = run_stage(spark, config, stage)
         print_summary(summary)
         summaries.append(summary)
     return summaries
@@ -59,8 +58,6 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "config":
         print(config.to_yaml(), end="")
         return 0
-    from ratio_spark.pipeline.stages import PIPELINE
-
     stages = PIPELINE if args.command == "run" else [args.command]
     summaries = run_stages(config, stages)
     if args.summary_json:

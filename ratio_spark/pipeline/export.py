@@ -42,8 +42,7 @@ from typing import Any, Iterator
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
-from ratio_spark.lexicon.loader import MOVES
-from ratio_spark.pipeline.splits import SPLITS
+from ratio_spark.core.schema import MOVES, SPLITS
 
 OWNED_ENTRIES = ("parquet", "jsonl", "beir", "manifest.json")  # what a rerun replaces under the root
 

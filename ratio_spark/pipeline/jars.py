@@ -7,18 +7,15 @@ tree (``~/.cache/ratio-spark/jars/<profile>``) so fresh clones, test runs and re
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from importlib import resources
 from pathlib import Path
 
+from ratio_spark.core import paths
+
 DEFAULT_PROFILE = "spark35"
 _COMPLETE_MARKER = ".complete"
-
-
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("RATIO_SPARK_JARS_CACHE", Path.home() / ".cache" / "ratio-spark" / "jars"))
 
 
 def pom_path() -> Path:
@@ -27,7 +24,7 @@ def pom_path() -> Path:
 
 def ensure_jars(profile: str = DEFAULT_PROFILE, cache_dir: Path | None = None, quiet: bool = True) -> list[Path]:
     """Return the local jar files of ``profile``, resolving them with Maven on first use."""
-    target = Path(cache_dir or default_cache_dir()).expanduser() / profile
+    target = Path(cache_dir or paths.cache_dir("jars")).expanduser() / profile
     if not (target / _COMPLETE_MARKER).exists():
         mvn = shutil.which("mvn")
         if mvn is None:

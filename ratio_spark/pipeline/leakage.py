@@ -27,8 +27,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ratio_spark.core.config import SplitsConfig
+from ratio_spark.core.schema import SPLITS
 from ratio_spark.pipeline.pools import text_key
-from ratio_spark.pipeline.splits import SPLITS
 
 MAX_EXAMPLES = 5
 CHECKS = (

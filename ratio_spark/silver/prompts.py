@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from ratio_spark.silver.pairs import judge_text
-from ratio_spark.silver.settings import MOVES
+from ratio_spark.core.schema import MOVES
 
 # The verdict every prompt must produce. ``reason`` comes first so that a model that writes its answer
 # in order explains before it decides. ``maxLength`` keeps a grammar-constrained small model (llama.cpp)

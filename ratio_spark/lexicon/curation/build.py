@@ -42,7 +42,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ratio_spark.lexicon.loader import COLUMNS, DEFAULT_LEXICON_DIR, MOVES, SOURCES, LexiconError, load_lexicon
+from ratio_spark.core.schema import MARKER_SOURCES, MOVES
+from ratio_spark.core.tsv import write_tsv
+from ratio_spark.lexicon.loader import COLUMNS, DEFAULT_LEXICON_DIR, LexiconError, load_lexicon
 from ratio_spark.lexicon.curation.formats import (
     LABELS_FILE,
     Candidate,
@@ -52,11 +54,10 @@ from ratio_spark.lexicon.curation.formats import (
     read_candidates,
     read_decisions,
     read_labels,
-    write_tsv,
 )
 
 MARKER_COLUMNS = (*COLUMNS, "provenance")
-SOURCE_ORDER = {s: i for i, s in enumerate(SOURCES)}
+SOURCE_ORDER = {s: i for i, s in enumerate(MARKER_SOURCES)}
 ROLE_ORDER = {"move": 0, "distractor": 1}
 EXTENSION_MODES = ("prefix", "enumerate")
 DETAIL_LIMIT = 500
@@ -201,9 +202,9 @@ def build_lexicon(
     started = time.time()
     if extensions not in EXTENSION_MODES:
         raise LexiconInputError(f"extensions mode {extensions!r} must be one of {EXTENSION_MODES}")
-    unknown = sorted(set(require_decision) - set(SOURCES))
+    unknown = sorted(set(require_decision) - set(MARKER_SOURCES))
     if unknown:
-        raise LexiconInputError(f"require_decision sources {unknown} must be among {SOURCES}")
+        raise LexiconInputError(f"require_decision sources {unknown} must be among {MARKER_SOURCES}")
     out = Path(out)
     candidates_dir = Path(candidates_dir) if candidates_dir else None
     summary: dict = {"version": out.name, "command": command, "extensions_mode": extensions,

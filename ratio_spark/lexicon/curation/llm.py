@@ -18,9 +18,7 @@ Files (read by the lexicon build):
 
 from __future__ import annotations
 
-import csv
 import json
-import os
 import re
 import string
 from collections import Counter
@@ -30,6 +28,8 @@ from typing import Iterable
 
 import yaml
 
+from ratio_spark.core.tsv import read_tsv, write_tsv
+from ratio_spark.lexicon.curation.formats import LABELS, LABELS_FILE
 from ratio_spark.lexicon.loader import DEFAULT_LEXICON_DIR
 from ratio_spark.llm import ChatRequest, LLMClient
 
@@ -37,10 +37,6 @@ PROMPTS_DIR = DEFAULT_LEXICON_DIR / "prompts"
 GENERATE_PROMPT = "generate_markers.v1.txt"
 LABEL_PROMPT = "label_marker.v1.txt"
 MOVES_FILE = "moves.v1.yaml"
-LABELS = ("strong_true", "weak_true", "false")
-CANDIDATE_COLUMNS = ("marker", "move", "source", "provenance")
-LABEL_COLUMNS = ("marker", "move", "label", "labeller", "reason")
-LABELS_FILE = "labels.tsv"
 MAX_MARKER_WORDS = 10  # curated spans have at most 7 words; extensions add up to 5 after a short prefix
 _PHRASE = re.compile(r"[a-z0-9][a-z0-9 '\-/]*")
 
@@ -273,35 +269,17 @@ def candidates_dir(version: str, lexicon_root: str | Path = DEFAULT_LEXICON_DIR)
     return Path(lexicon_root) / version / "candidates"
 
 
-def read_tsv(path: str | Path, columns: tuple[str, ...]) -> list[dict]:
-    path = Path(path)
-    if not path.exists():
+def read_rows(path: str | Path, columns: tuple[str, ...]) -> list[dict]:
+    """The rows of a candidates or labels TSV (``core.tsv``); none when the file does not exist yet."""
+    if not Path(path).exists():
         return []
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
-        missing = [c for c in columns if c not in (reader.fieldnames or [])]
-        if missing:
-            raise LexiconLLMError(f"{path}: missing columns {missing}; expected {list(columns)}")
-        return [{c: (row.get(c) or "").strip() for c in reader.fieldnames or []} for row in reader]
+    return [row for _, row in read_tsv(path, columns, error=LexiconLLMError)]
 
 
-def _tsv_value(value: object) -> str:
-    # Plain TSV: no quoting, so tabs and newlines become spaces; a leading double quote would start a
-    # quoted field for csv readers with default settings, so it becomes a single quote.
-    text = re.sub(r"[\t\r\n]+", " ", str(value)).strip()
-    return "'" + text[1:] if text.startswith('"') else text
-
-
-def write_tsv(path: str | Path, rows: list[dict], columns: tuple[str, ...]) -> None:
-    """Atomic write, sorted by move then marker; plain TSV (no quoting, see ``_tsv_value``)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    lines = ["\t".join(columns)]
-    for row in sorted(rows, key=lambda r: (r["move"], r["marker"], r.get("labeller", ""), r.get("source", ""))):
-        lines.append("\t".join(_tsv_value(row.get(c, "")) for c in columns))
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+def write_rows(path: str | Path, rows: list[dict], columns: tuple[str, ...]) -> None:
+    """Rows sorted by move then marker, in the project's TSV dialect (``core.tsv``), replaced atomically."""
+    ordered = sorted(rows, key=lambda r: (r["move"], r["marker"], r.get("labeller", ""), r.get("source", "")))
+    write_tsv(path, columns, ([row.get(c, "") for c in columns] for row in ordered))
 
 
 def merge_candidates(existing: list[dict], new: list[dict]) -> list[dict]:
@@ -349,5 +327,5 @@ def read_all_candidates(folder: str | Path, sources: list[str] | None = None) ->
         files = [folder / f"{s}.tsv" for s in DEFAULT_LABEL_SOURCES if (folder / f"{s}.tsv").exists()]
     rows = []
     for path in files:
-        rows.extend(read_tsv(path, ("marker", "move")))
+        rows.extend(read_rows(path, ("marker", "move")))
     return rows

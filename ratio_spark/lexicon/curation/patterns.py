@@ -28,7 +28,6 @@ candidate keeps the template and the fillers it came from in its provenance.
 
 from __future__ import annotations
 
-import csv
 import itertools
 import re
 from dataclasses import dataclass, field
@@ -36,7 +35,8 @@ from pathlib import Path
 
 import pyinflect
 
-from ratio_spark.lexicon.loader import MOVES
+from ratio_spark.core.schema import MOVES
+from ratio_spark.core.tsv import read_tsv
 from ratio_spark.lexicon.curation.formats import Candidate, LexiconInputError, normalise_marker
 
 DEFAULT_PATTERNS_DIR = Path(__file__).resolve().parents[3] / "lexicons" / "patterns"
@@ -295,18 +295,9 @@ def expand_template(template: Template, terms: dict[str, list[Term]]) -> list[Ca
 # --- data files ------------------------------------------------------------------------------------
 
 
-def _tsv_rows(path: Path) -> list[tuple[int, dict]]:
-    lines = path.read_text(encoding="utf-8").splitlines()
-    numbered = [(i, line) for i, line in enumerate(lines, start=1) if line.strip() and not line.lstrip().startswith("#")]
-    if not numbered:
-        return []
-    reader = csv.DictReader([line for _, line in numbered], delimiter="\t")
-    return [(numbered[k + 1][0], row) for k, row in enumerate(reader)]
-
-
 def read_terms(path: Path) -> list[Term]:
     problems, out = [], []
-    for line_no, row in _tsv_rows(path):
+    for line_no, row in read_tsv(path, comments=True, error=LexiconInputError):
         where = f"{path.name}:{line_no}"
         term = " ".join((row.get("term") or "").lower().split())
         pos = (row.get("pos") or "").strip().lower()
@@ -334,9 +325,9 @@ def load_patterns(folder: str | Path = DEFAULT_PATTERNS_DIR) -> tuple[list[Templ
         raise LexiconInputError(f"no templates.tsv in pattern folder {folder}")
     terms = {p.stem: read_terms(p) for p in sorted((folder / "terms").glob("*.tsv"))}
     templates, problems, ids = [], [], set()
-    for line_no, row in _tsv_rows(templates_file):
+    for line_no, row in read_tsv(templates_file, comments=True, error=LexiconInputError):
         where = f"templates.tsv:{line_no}"
-        tid, move, text = (row.get("id") or "").strip(), (row.get("move") or "").strip().lower(), (row.get("template") or "").strip()
+        tid, move, text = row.get("id", ""), row.get("move", "").lower(), row.get("template", "")
         if not tid or not text:
             problems.append(f"{where}: id and template are required")
             continue

@@ -29,7 +29,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ratio_spark.lexicon.loader import DEFAULT_LEXICON_DIR, DISTRACTOR_CATEGORIES, MOVES, SOURCES, Lexicon
+from ratio_spark.core.schema import DISTRACTOR_CATEGORIES, MARKER_SOURCES, MOVES
+from ratio_spark.core.tsv import read_tsv
+from ratio_spark.lexicon.loader import DEFAULT_LEXICON_DIR, Lexicon
 from ratio_spark.lexicon.matcher import PairCutter, opening_regex
 from ratio_spark.pipeline.pairs import consecutive_pairs
 
@@ -45,13 +47,12 @@ def lexicon_folder(path: str | Path) -> Path:
 def read_provenance(folder: str | Path) -> dict[str, dict]:
     """marker -> provenance (empty for lexicons without the column, such as v1)."""
     out: dict[str, dict] = {}
-    with (lexicon_folder(folder) / "markers.tsv").open(newline="", encoding="utf-8") as handle:
-        for row in csv.DictReader(handle, delimiter="\t"):
-            raw = (row.get("provenance") or "").strip()
-            try:
-                out[row["marker"].strip()] = json.loads(raw) if raw else {}
-            except ValueError:
-                out[row["marker"].strip()] = {}
+    for _, row in read_tsv(lexicon_folder(folder) / "markers.tsv", ("marker",)):
+        raw = row.get("provenance", "")
+        try:
+            out[row["marker"]] = json.loads(raw) if raw else {}
+        except ValueError:
+            out[row["marker"]] = {}
     return out
 
 
@@ -154,8 +155,8 @@ def table4(lexicon: Lexicon, provenance: dict[str, dict], found: dict[str, dict]
     rows = []
     for role, labels in (("move", MOVES), ("distractor", DISTRACTOR_CATEGORIES)):
         for label in labels:
-            for source in (*SOURCES, "all"):
-                keys = [(role, label, s) for s in SOURCES] if source == "all" else [(role, label, source)]
+            for source in (*MARKER_SOURCES, "all"):
+                keys = [(role, label, s) for s in MARKER_SOURCES] if source == "all" else [(role, label, source)]
                 lex = set().union(*(units[k] for k in keys))
                 data = set().union(*(data_units[k] for k in keys))
                 if source != "all" and not lex:
@@ -171,7 +172,7 @@ def produced_by_source(lexicon: Lexicon, provenance: dict[str, dict], found: dic
     """Per source: the move markers it produced (``provenance.sources``; a marker an earlier source also
     produced counts here too), how many of them are new (credited to it in Table 4), and how many occur."""
     out = []
-    for source in SOURCES:
+    for source in MARKER_SOURCES:
         produced, new, data = set(), set(), set()
         for m in lexicon.markers:
             if not m.is_move:
@@ -210,7 +211,7 @@ def render_markdown(lexicon: Lexicon, rows: list[dict], per_marker: list[dict], 
               + ". An extendable connective counts as one marker. A marker's source is the first that produced it.", ""]
     header = "| Source | " + " | ".join(f"{m.capitalize()} lexicon | {m.capitalize()} data" for m in MOVES) + " | Total lexicon | Total data |"
     lines += [header, "|" + "---|" * (2 + 2 * len(MOVES) + 1)]
-    for source in (*SOURCES, "all"):
+    for source in (*MARKER_SOURCES, "all"):
         name = "Total" if source == "all" else SOURCE_NAMES[source]
         cells = []
         lex_total = data_total = 0

@@ -12,7 +12,6 @@ corpusid in Spark by ``read_s2orc_current``.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import pyarrow as pa
@@ -24,15 +23,14 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from ratio_spark.core.config import InputConfig
 from ratio_spark.pipeline.ingest.options import ReaderOptions
 from ratio_spark.pipeline.ingest.dates import paper_id_from_path, resolve_date
-from ratio_spark.pipeline.ingest.records import RECORD_COLUMNS, ParsedRecord, Reason, reject
+from ratio_spark.core.schema import Reason
+from ratio_spark.pipeline.ingest.records import RECORD_COLUMNS, ParsedRecord, paper_record, reject
 from ratio_spark.pipeline.ingest.spark_io import read_records
-from ratio_spark.core.text import dehyphenate
 
 FORMAT_2020 = "s2orc_2020"
 FORMAT_CURRENT = "s2orc_current"
 # date_source of a parsed s2orc_current paper until read_s2orc_current joins its metadata.
 PENDING_METADATA = "pending_metadata"
-_WS = re.compile(r"\s+")
 
 
 class _Reject(Exception):
@@ -43,11 +41,6 @@ class _Reject(Exception):
         self.reason = reason
         self.detail = detail
         self.paper_id = paper_id
-
-
-def _clean(text: str, options: ReaderOptions) -> str:
-    text = _WS.sub(" ", text).strip()
-    return dehyphenate(text) if options.dehyphenate else text
 
 
 def _load_json(data: bytes) -> Any:
@@ -72,25 +65,9 @@ def _date(options: ReaderOptions, candidates: list[tuple[str, Any]], paper_id: s
 
 
 def _check_body(sections: list[dict], options: ReaderOptions) -> None:
-    body_chars = sum(len(p) for s in sections for p in s["paragraphs"])
-    if body_chars < options.min_body_chars:
-        raise _Reject(Reason.EMPTY_BODY, f"{body_chars} characters of body text (minimum {options.min_body_chars})")
-
-
-def _paper(fmt: str, source_path: str, paper_id: str, title: Any, sections: list[dict],
-           date: dict | None, date_source: str) -> ParsedRecord:
-    return {
-        "paper_id": paper_id,
-        "pub_date": date["pub_date"] if date else None,
-        "date_precision": date["date_precision"] if date else None,
-        "date_source": date_source,
-        "title": (_WS.sub(" ", title).strip() or None) if isinstance(title, str) else None,
-        "sections": sections,
-        "source_format": fmt,
-        "source_path": source_path,
-        "reject_reason": None,
-        "reject_detail": None,
-    }
+    shortfall = options.body_shortfall(sections)
+    if shortfall:
+        raise _Reject(Reason.EMPTY_BODY, shortfall)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -109,7 +86,7 @@ def _paragraph_texts(items: Any, where: str, options: ReaderOptions) -> list[tup
         if not isinstance(item, dict) or not isinstance(item.get("text"), str):
             raise _Reject(Reason.UNEXPECTED_SHAPE, f"{where} holds a paragraph without a text string")
         section = item.get("section")
-        out.append(((_clean(section, options) or None) if isinstance(section, str) else None, item["text"]))
+        out.append(((options.clean(section) or None) if isinstance(section, str) else None, item["text"]))
     return out
 
 
@@ -123,14 +100,14 @@ def _group_2020(abstract: list[str], body: list[tuple[str | None, str]], options
         body = body[:-1]
     sections: list[dict] = []
     for heading, text in body:
-        text = _clean(text, options)
+        text = options.clean(text)
         if not text:
             continue
         if sections and sections[-1]["heading"] == heading:
             sections[-1]["paragraphs"].append(text)
         else:
             sections.append({"heading": heading, "paragraphs": [text]})
-    abstract = [p for p in (_clean(t, options) for t in abstract) if p]
+    abstract = [p for p in (options.clean(t) for t in abstract) if p]
     return ([{"heading": "Abstract", "paragraphs": abstract}] if abstract else []) + sections
 
 
@@ -176,7 +153,7 @@ def _parse_2020(data: bytes, source_path: str, options: ReaderOptions) -> Parsed
     except _Reject as exc:
         exc.paper_id = paper_id
         raise
-    return _paper(FORMAT_2020, source_path, paper_id, obj.get("title") or metadata.get("title"), sections, date, rule)
+    return paper_record(FORMAT_2020, source_path, paper_id, obj.get("title") or metadata.get("title"), sections, date, rule)
 
 
 def _run(parse, fmt: str, data: bytes, source_path: str, options: ReaderOptions) -> list[ParsedRecord]:
@@ -220,7 +197,7 @@ def _sections_current(text: str, annotations: dict, options: ReaderOptions) -> l
     abstract_spans = _spans(annotations, "abstract")
     headers = _spans(annotations, "sectionheader")
     sections: list[dict] = []
-    abstract = [p for p in (_clean(text[s:e], options) for s, e in abstract_spans) if p]
+    abstract = [p for p in (options.clean(text[s:e]) for s, e in abstract_spans) if p]
     if abstract:
         sections.append({"heading": "Abstract", "paragraphs": abstract})
     current_header = -1  # index into headers; -1: before the first header
@@ -231,11 +208,11 @@ def _sections_current(text: str, annotations: dict, options: ReaderOptions) -> l
         header = current_header
         while header + 1 < len(headers) and headers[header + 1][0] <= start:
             header += 1
-        paragraph = _clean(text[start:end], options)
+        paragraph = options.clean(text[start:end])
         if not paragraph:
             continue
         if section is None or header != current_header:
-            heading = _clean(text[headers[header][0]:headers[header][1]], options) if header >= 0 else None
+            heading = options.clean(text[headers[header][0]:headers[header][1]]) if header >= 0 else None
             section = {"heading": heading or None, "paragraphs": []}
             sections.append(section)
             current_header = header
@@ -270,7 +247,7 @@ def _parse_current(data: bytes, source_path: str, options: ReaderOptions) -> Par
         raise
     title_spans = _spans(annotations, "title", strict=False)
     title = " ".join(text[s:e] for s, e in title_spans) if title_spans else None
-    return _paper(FORMAT_CURRENT, source_path, paper_id, title, sections, None, PENDING_METADATA)
+    return paper_record(FORMAT_CURRENT, source_path, paper_id, title, sections, None, PENDING_METADATA)
 
 
 def parse_s2orc_current(data: bytes, source_path: str, options: ReaderOptions) -> list[ParsedRecord]:

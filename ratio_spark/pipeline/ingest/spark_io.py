@@ -23,7 +23,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from ratio_spark.pipeline.ingest.options import ReaderOptions
-from ratio_spark.pipeline.ingest.records import RECORD_COLUMNS, RECORD_SCHEMA, ParsedRecord, Reason, reject
+from ratio_spark.core.schema import Reason
+from ratio_spark.pipeline.ingest.records import RECORD_COLUMNS, RECORD_SCHEMA, ParsedRecord, reject
 
 # format -> "module:function" of its parser(data: bytes, source_path: str, options) -> list[ParsedRecord]
 PARSERS = {

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import re
 
 from lxml import etree
 
 from ratio_spark.pipeline.ingest.dates import canonical_paper_id, paper_id_from_path, resolve_date
-from ratio_spark.pipeline.ingest.records import ParsedRecord, Reason, reject
+from ratio_spark.core.schema import Reason
+from ratio_spark.pipeline.ingest.records import ParsedRecord, paper_record, reject
 from ratio_spark.pipeline.ingest.options import ReaderOptions
-from ratio_spark.core.text import dehyphenate
+from ratio_spark.core.text import collapse_whitespace
 
 FORMAT = "tei"
 _NS = {"tei": "http://www.tei-c.org/ns/1.0"}
-_WS = re.compile(r"\s+")
 # Inside a paragraph these carry no prose: formulas, footnote markers and figure/table debris.
 _SKIP_INLINE = {f"{{{_NS['tei']}}}{tag}" for tag in ("formula", "note", "figure", "table")}
 
@@ -31,24 +30,20 @@ def _text_of(element: etree._Element) -> str:
                 parts.append(child.tail)
 
     walk(element)
-    return _WS.sub(" ", "".join(parts)).strip()
-
-
-def _clean(text: str, options: ReaderOptions) -> str:
-    return dehyphenate(text) if options.dehyphenate else text
+    return collapse_whitespace("".join(parts))
 
 
 def _sections(root: etree._Element, options: ReaderOptions) -> list[dict]:
     sections: list[dict] = []
     abstract = [
-        _clean(_text_of(p), options) for p in root.iterfind(".//tei:teiHeader//tei:abstract//tei:p", _NS)
+        options.clean(_text_of(p)) for p in root.iterfind(".//tei:teiHeader//tei:abstract//tei:p", _NS)
     ]
     abstract = [p for p in abstract if p]
     if abstract:
         sections.append({"heading": "Abstract", "paragraphs": abstract})
     for div in root.iterfind(".//tei:text/tei:body//tei:div", _NS):
         head = div.find("tei:head", _NS)
-        paragraphs = [_clean(_text_of(p), options) for p in div.findall("tei:p", _NS)]
+        paragraphs = [options.clean(_text_of(p)) for p in div.findall("tei:p", _NS)]
         paragraphs = [p for p in paragraphs if p]
         if paragraphs:
             sections.append({"heading": _text_of(head) if head is not None else None, "paragraphs": paragraphs})
@@ -90,23 +85,7 @@ def parse_tei(data: bytes, source_path: str, options: ReaderOptions) -> list[Par
         return [reject(FORMAT, source_path, reason, detail, paper_id)]
 
     sections = _sections(root, options)
-    body_chars = sum(len(p) for s in sections for p in s["paragraphs"])
-    if body_chars < options.min_body_chars:
-        return [
-            reject(FORMAT, source_path, Reason.EMPTY_BODY,
-                   f"{body_chars} characters of body text (minimum {options.min_body_chars})", paper_id)
-        ]
-    return [
-        {
-            "paper_id": paper_id,
-            "pub_date": date["pub_date"],
-            "date_precision": date["date_precision"],
-            "date_source": rule,
-            "title": title,
-            "sections": sections,
-            "source_format": FORMAT,
-            "source_path": source_path,
-            "reject_reason": None,
-            "reject_detail": None,
-        }
-    ]
+    shortfall = options.body_shortfall(sections)
+    if shortfall:
+        return [reject(FORMAT, source_path, Reason.EMPTY_BODY, shortfall, paper_id)]
+    return [paper_record(FORMAT, source_path, paper_id, title, sections, date, rule)]
