@@ -240,11 +240,11 @@ def test_the_citation_filter_drops_each_family_with_its_own_reason(cutter, text,
 def test_the_citation_filter_is_configurable(lexicon, cutter):
     assert list(citation_patterns(MiningConfig())) == [
         "citation_et_al", "citation_author_year", "citation_brackets", "citation_empty_brackets"]
-    text = "this holds for parsing (see smith et al., 2019) and tagging as well."
+    text = "this holds for parsing (see smith et al., 2019) and for tagging [3a]."
     assert cut_pair(cutter, text, text, None, GOLD, GOLD, None)[10] == "citation_et_al"
     # A family turned off lets the next one decide; the whole filter turned off keeps the pair.
     no_et_al = pair_cutter(lexicon, MiningConfig(citation_filter={"et_al": None}))
-    assert cut_pair(no_et_al, text, text, None, GOLD, GOLD, None)[10] == "citation_author_year"
+    assert cut_pair(no_et_al, text, text, None, GOLD, GOLD, None)[10] == "citation_brackets"
     off = pair_cutter(lexicon, MiningConfig(citation_filter={"enabled": False}))
     assert cut_pair(off, text, text, None, GOLD, GOLD, None)[10] is None
     # A distractor's first sentence is not used, so its citations do not count.
@@ -255,6 +255,8 @@ def test_original_text_is_cut_word_by_word():
     assert cut_original("To address this issue, we apply Dropout [3].", "to address this issue, ") == "we apply Dropout [3]."
     assert cut_original("(1) For example, we do X.", "for example, ") == "we do X."
     assert cut_original("Something else entirely.", "for example, ") is None
+    assert cut_original("(B) On Friday, Bush called.", "on friday, ") == "Bush called."
+    assert cut_original("At  Times ,  the model fails.", "at times, ") == "the model fails."
 
 
 def _opening_cases(lexicon) -> list[str]:

@@ -129,7 +129,7 @@ class CitationFilter(_Strict):
     # A parenthesis containing "et al.": "(smith et al., 2019)", "(e.g., smith et al. 2019)".
     et_al: str | None = r"\([^()]*\bet al\b[^()]*\)"
     # An author-year parenthesis: "(smith and jones, 2006)", "(see smith, 2019)", "(smith, 2006a; lee, 2007)".
-    author_year: str | None = r"\([^()]*[a-z]\.?,\s*(?:1[89]|20)\d\d[a-z]?\b[^()]*\)"
+    author_year: str | None = r"\([^()]*[a-z],\s*(?:1[89]|20)\d\d[a-z]?\b[^()]*\)"
     # Square brackets containing a digit or "et al." ("[12]", "[3, 4]"; normalisation already removes
     # the plainest ones, "[3a]", "[12; 15]", "[smith et al.]" remain).
     brackets: str | None = r"\[[^\[\]]*(?:\d|\bet al\b)[^\[\]]*\]"

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
 import ahocorasick
 
@@ -183,27 +182,43 @@ class PairCutter:
         return next((reason for reason, pattern in self._citations if any(pattern.search(text) for text in texts)), None)
 
 
+_LEADING_LIST = re.compile(LEADING_LIST_MARKER_PATTERN, re.IGNORECASE)  # the original keeps its case: "(B) On Friday"
+_SPACES = re.compile(r"\s*")
+_SEPARATORS = re.compile(r"[\s,]+")
+_TAIL = re.compile(r"\s*,?\s*")
+
+
 def cut_original(original: str | None, normalised_prefix: str) -> str | None:
     """The original text with the words of a removed normalised prefix cut off, or None if they don't align.
 
     The original keeps case, citations and spacing, so the prefix is found word by word,
-    case-insensitively, after an optional list marker.
+    case-insensitively, after an optional list marker. Plain string comparisons, no regex per prefix:
+    query openings are thousands of distinct clauses, and compiling a pattern for each cost more than
+    all the matching.
     """
     if original is None:
         return None
-    pattern = _original_prefix_pattern(normalised_prefix)
-    if pattern is None:
-        return original.strip()
-    found = pattern.match(original)
-    return original[found.end():].strip() if found else None
-
-
-@lru_cache(maxsize=8192)
-def _original_prefix_pattern(normalised_prefix: str) -> re.Pattern | None:
-    """The compiled pattern of ``cut_original``. Removed prefixes are markers, ordinals and list markers, a
-    few thousand distinct strings on a whole corpus, so each is compiled once per worker."""
     words = normalised_prefix.replace(",", " ").split()
     if not words:
-        return None
-    pattern = r"\s*(?:%s)?" % LEADING_LIST_MARKER_PATTERN.lstrip("^") + r"[\s,]+".join(map(re.escape, words)) + r"\s*,?\s*"
-    return re.compile(pattern, re.IGNORECASE)
+        return original.strip()
+    lead = _LEADING_LIST.match(original)
+    for start in (lead.end(), 0) if lead else (0,):
+        end = _words_end(original, _SPACES.match(original, start).end(), words)
+        if end is not None:
+            return original[end:].strip()
+    return None
+
+
+def _words_end(text: str, pos: int, words: list[str]) -> int | None:
+    """Where ``words`` (lowercase) end in ``text`` from ``pos``, separated by spaces or commas, with one
+    comma after them; None if the text does not spell them there."""
+    for index, word in enumerate(words):
+        if index:
+            separator = _SEPARATORS.match(text, pos)
+            if separator is None:
+                return None
+            pos = separator.end()
+        if text[pos:pos + len(word)].lower() != word:
+            return None
+        pos += len(word)
+    return _TAIL.match(text, pos).end()
