@@ -266,6 +266,10 @@ def _opening_cases(lexicon) -> list[str]:
         texts += [f"{marker}, we do x.", f"{marker} , we do x.", f"{marker} we do x.", marker, f"{marker}s, we",
                   f"{marker}-based, we", f"{marker}'s, we", f"{marker}é, we", f"({marker}), we", f"x {marker}, we",
                   f"{marker} of the three, we", marker[:-1]]
+    # After an opening ordinal and its comma(s) ("first, to address this, we"), and near misses of that.
+    for ordinal in lexicon.ordinals:
+        texts += [f"{ordinal}, for example, we", f"{ordinal} ,, for example, we", f"{ordinal} for example, we",
+                  f"{ordinal}, x for example, we"]
     return texts
 
 
@@ -275,12 +279,14 @@ def test_opening_regex_keeps_every_sentence_the_cutter_matches():
 
     for version in ("v1", "v2"):
         lexicon = load_lexicon(version)
-        pattern = re.compile(opening_regex(m.text for m in lexicon.markers))
         cutter = PairCutter(lexicon, require_comma=True)
         loose = PairCutter(lexicon, require_comma=False)
+        pattern = re.compile(cutter.opening_regex())
         texts = _opening_cases(lexicon)
         kept = {t for t in texts if pattern.search(t)}
-        assert {t for t in texts if cutter.match(t) or loose.match(t)} <= kept
+        matched = {t for t in texts if cutter.match(t) or loose.match(t)}
+        assert matched <= kept
+        assert {f"{o}, for example, we" for o in lexicon.ordinals} <= matched
         # and it is a filter: near misses that no marker opens are dropped
         assert not any(pattern.search(t) for t in ("tomorrow, we", "x for example, we", "(for example), we"))
         assert len(kept) < len(texts) * 0.75
@@ -291,7 +297,7 @@ def test_opening_regex_means_the_same_in_the_jvm(spark):
     import re
 
     lexicon = load_lexicon("v2")
-    regex = opening_regex(m.text for m in lexicon.markers)
+    regex = opening_regex((m.text for m in lexicon.markers), lexicon.ordinals)
     texts = _opening_cases(lexicon) + ["however’s, we", "in particular’ we", "to-date, we", "to_x", "to 3, we"]
     frame = spark.createDataFrame([(i, t) for i, t in enumerate(texts)], "i int, text string")
     jvm = {row.i for row in frame.where(frame.text.rlike(regex)).select("i").collect()}
