@@ -74,11 +74,13 @@ class MarkerMatch:
 class PairCutter:
     """The matching and cutting rules of one lexicon (module docstring); picklable, so it can be broadcast.
 
-    ``query_clause_words`` = 0 and an empty ``citation_patterns`` turn those rules off;
-    ``ratio_spark.pipeline.mine.pair_cutter`` builds the cutter that mining uses from the configuration.
+    The defaults are the lexicon tools' (``lexicon.curation``: extensions of up to five words, as the
+    paper's lexicon collected them; no query or citation rule). Mining builds its cutter from the
+    ``mining:`` configuration instead (``ratio_spark.pipeline.mine.pair_cutter``: three extension words,
+    the opening-clause and citation rules on).
     """
 
-    def __init__(self, lexicon: Lexicon, require_comma: bool = True, max_extension_words: int = 3, min_chars: int = 35,
+    def __init__(self, lexicon: Lexicon, require_comma: bool = True, max_extension_words: int = 5, min_chars: int = 35,
                  query_clause_words: int = 0, citation_patterns: dict[str, str] | None = None):
         self.lexicon = lexicon
         self.require_comma = require_comma
