@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -116,13 +117,46 @@ class SegmentConfig(StrictModel):
     min_letters_ratio: float = 0.5  # below this share of letters a sentence is flagged malformed
 
 
+class CitationFilter(StrictModel):
+    """Drop a pair whose query or gold contains a citation, as the released benchmark does ("noise removal",
+    appendix B.1): a query must read on its own. The one place of the patterns (docs/mining.md lists them):
+    Python regexes searched in the normalised, cut texts; each family drops with its own reason
+    (``citation_<family>``, ``ratio_spark.pipeline.mine``); null turns one family off."""
+
+    enabled: bool = True
+    # A parenthesis containing "et al.": "(smith et al., 2019)", "(e.g., smith et al. 2019)".
+    et_al: str | None = r"\([^()]*\bet al\b[^()]*\)"
+    # An author-year parenthesis: "(smith and jones, 2006)", "(see smith, 2019)", "(smith, 2006a; lee, 2007)".
+    author_year: str | None = r"\([^()]*[a-z],\s*(?:1[89]|20)\d\d[a-z]?\b[^()]*\)"
+    # Square brackets containing a digit or "et al." ("[12]", "[3, 4]"; normalisation already removes
+    # the plainest ones, "[3a]", "[12; 15]", "[smith et al.]" remain).
+    brackets: str | None = r"\[[^\[\]]*(?:\d|\bet al\b)[^\[\]]*\]"
+    # "[]": a citation whose text the PDF extraction lost.
+    empty_brackets: str | None = r"\[\]"
+
+    @field_validator("et_al", "author_year", "brackets", "empty_brackets")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"{value!r} is not a regular expression: {exc}") from None
+        return value
+
+
 class MiningConfig(StrictModel):
-    """Marker matching over consecutive sentence pairs (the paper's §4.2 and appendix B.1)."""
+    """Marker matching over consecutive sentence pairs (the paper's §4.2 and appendix B.1; docs/mining.md)."""
 
     lexicon: str = "v1"  # a folder under lexicons/, or a path to a lexicon folder
     min_chars: int = 35  # query and gold sentences shorter than this are dropped
     require_comma: bool = True  # a marker counts only when a comma follows it ("For example, ...")
-    max_extension_words: int = 5  # extendable connectives: words after the prefix, up to a comma
+    # Extendable connectives: words after the prefix, up to a comma (the released benchmark allows 3).
+    max_extension_words: int = Field(3, ge=0)
+    # The query loses an opening clause of at most this many words followed by a comma ("at times, ...",
+    # "in the rw dataset, ...") when no discourse marker opens it; 0 turns this off.
+    query_opening_clause_words: int = Field(4, ge=0)
+    citation_filter: CitationFilter = Field(default_factory=CitationFilter)
 
 
 class SplitRange(StrictModel):

@@ -250,6 +250,12 @@ class Reason:
     MALFORMED_SENTENCE = _reason("malformed_sentence", "mine", "pair", "the gold (or a move's query) sentence is flagged by segment")
     SHORT_QUERY = _reason("short_query", "mine", "pair", "the query is shorter than mining.min_chars after cutting")
     SHORT_GOLD = _reason("short_gold", "mine", "pair", "the gold is shorter than mining.min_chars after cutting")
+    # One reason per pattern family of mining.citation_filter (docs/mining.md): the query or gold, as cut,
+    # contains a citation, so it would not read on its own (the released benchmark's noise removal).
+    CITATION_ET_AL = _reason("citation_et_al", "mine", "pair", "a parenthesis containing \"et al.\" in the query or gold")
+    CITATION_AUTHOR_YEAR = _reason("citation_author_year", "mine", "pair", "an author-year parenthesis in the query or gold")
+    CITATION_BRACKETS = _reason("citation_brackets", "mine", "pair", "square brackets with a digit or \"et al.\" in the query or gold")
+    CITATION_EMPTY_BRACKETS = _reason("citation_empty_brackets", "mine", "pair", "\"[]\" (a citation the PDF lost) in the query or gold")
     DUPLICATE_PAIR = _reason("duplicate_pair", "mine", "pair", "the same (query, gold) text as a pair with a smaller pair_id")
 
     # pools: splits (a pair outside every split), then the pool rules of pipeline/pools.py in order

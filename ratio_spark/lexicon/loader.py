@@ -8,8 +8,9 @@ A lexicon version is a folder under ``lexicons/`` (dolma-style: the folder name 
 
 ``role`` is ``move`` (label address / broaden / specify) or ``distractor`` (label contrast /
 similarity / continuation / inference / other). An ``extendable`` marker is a prefix ("to address")
-whose extensions of up to five words ending at a comma all count as markers. Marker text is
-normalised exactly as sentences are (``ratio_spark.core.text.normalize_text``), without the comma.
+whose extensions of up to ``mining.max_extension_words`` words ending at a comma all count as markers.
+Marker text is normalised exactly as sentences are (``ratio_spark.core.text.normalize_text``), with no
+comma in it or after it.
 """
 
 from __future__ import annotations
@@ -90,7 +91,14 @@ def load_lexicon(path: str | Path) -> Lexicon:
         if not text:
             problems.append(f"{where}: empty marker")
             continue
-        if text.endswith(",") or normalize_text(text) != text:
+        if "," in text.rstrip(","):
+            # A marker ends at the first comma of the sentence it opens; with a comma inside, it would
+            # match only where a second comma follows ("in turn, for example, ...").
+            problems.append(
+                f"{where}: marker {text!r} contains a comma; a marker is the words before its comma: "
+                "list each part as its own marker or drop the entry"
+            )
+        elif text.endswith(",") or normalize_text(text) != text:
             problems.append(
                 f"{where}: marker {text!r} is not normalised like sentences (expected {normalize_text(text).rstrip(',')!r}, no comma)"
             )

@@ -18,7 +18,7 @@ from pyspark.sql import types as T
 
 from ratio_spark.core.schema import TABLES, Reason
 from ratio_spark.lexicon.loader import Lexicon
-from ratio_spark.lexicon.matcher import PairCutter, cut_original, opening_regex
+from ratio_spark.lexicon.matcher import PairCutter, cut_original
 from ratio_spark.pipeline.pairs import consecutive_pairs
 from ratio_spark.pipeline.tables import drop_rows
 
@@ -60,10 +60,34 @@ def pairs_for_mining(sentences: DataFrame) -> DataFrame:
     )
 
 
-def prefilter(pairs: DataFrame, lexicon: Lexicon) -> DataFrame:
-    """Keep pairs whose second sentence opens with some marker at a word boundary (a JVM regex over a
-    trie of the markers), so only likely matches cross into Python; ``PairCutter`` applies the full rules."""
-    return pairs.filter(F.col("second_norm").rlike(opening_regex(m.text for m in lexicon.markers)))
+def citation_patterns(config: MiningConfig) -> dict[str, str]:
+    """The citation filter's pattern families that are on, keyed by their drop reason, in order."""
+    families = config.citation_filter
+    if not families.enabled:
+        return {}
+    by_reason = {
+        Reason.CITATION_ET_AL: families.et_al,
+        Reason.CITATION_AUTHOR_YEAR: families.author_year,
+        Reason.CITATION_BRACKETS: families.brackets,
+        Reason.CITATION_EMPTY_BRACKETS: families.empty_brackets,
+    }
+    return {reason: pattern for reason, pattern in by_reason.items() if pattern}
+
+
+def pair_cutter(lexicon: Lexicon, config: MiningConfig) -> PairCutter:
+    """The ``PairCutter`` of the ``mining:`` configuration (built on the driver, then broadcast)."""
+    return PairCutter(
+        lexicon, require_comma=config.require_comma, max_extension_words=config.max_extension_words,
+        min_chars=config.min_chars, query_clause_words=config.query_opening_clause_words,
+        citation_patterns=citation_patterns(config),
+    )
+
+
+def prefilter(pairs: DataFrame, cutter: PairCutter) -> DataFrame:
+    """Keep pairs whose second sentence opens with some marker at a word boundary, perhaps after an ordinal
+    (a JVM regex over a trie of the markers), so only likely matches cross into Python; ``PairCutter``
+    applies the full rules."""
+    return pairs.filter(F.col("second_norm").rlike(cutter.opening_regex()))
 
 
 _PAIR_INPUTS = ("query_norm", "query_original", "query_flag", "second_norm", "second_original", "second_flag")
@@ -80,11 +104,13 @@ def cut_pair(cutter: PairCutter, query_norm: str | None, query_original: str | N
     gold = cutter.strip_ordinal(second[found.rest_start:])
     removed_from_second = second[: len(second) - len(gold)] if second.endswith(gold) else second[: found.rest_start]
     query_norm = query_norm or ""
-    query = cutter.strip_query_marker(query_norm)
+    query = cutter.strip_query_opening(query_norm)
     removed_from_query = query_norm[: len(query_norm) - len(query)] if query_norm.endswith(query) else ""
     drop = None
     if second_flag is not None or (marker.is_move and query_flag is not None):
         drop = Reason.MALFORMED_SENTENCE
+    elif citation := cutter.citation(*((query, gold) if marker.is_move else (gold,))):
+        drop = citation
     elif marker.is_move and len(query) < cutter.min_chars:
         drop = Reason.SHORT_QUERY
     elif len(gold) < cutter.min_chars:
@@ -149,8 +175,8 @@ class Mining:
 
 def mine_pairs(spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, config: MiningConfig) -> Mining:
     """sentences -> matched pairs, ``mined_pairs`` rows (de-duplicated) and the drops; all lazy, all from ``matched``."""
-    cutter = PairCutter(lexicon, config.require_comma, config.max_extension_words, config.min_chars)
-    matched = match_markers(prefilter(pairs_for_mining(sentences), lexicon), cutter, spark).filter(
+    cutter = pair_cutter(lexicon, config)
+    matched = match_markers(prefilter(pairs_for_mining(sentences), cutter), cutter, spark).filter(
         F.col("role").isNotNull()
     ).withColumn("pair_id", pair_id_column())
     # De-duplicate on (query, gold): the smallest pair id is kept, so reruns keep the same row.
