@@ -118,6 +118,13 @@ class SegmentConfig(_Strict):
     min_letters_ratio: float = 0.5  # below this share of letters a sentence is flagged malformed
 
 
+class CitationsConfig(_Strict):
+    """Resolving bibliography entries to corpus papers (the ``citations`` stage; docs/inspire.md)."""
+
+    year_tolerance: int = Field(1, ge=0)  # a title match needs |entry year - paper year| <= this
+    min_title_words: int = Field(3, ge=1)  # shorter titles ("Deep learning") never match by title alone
+
+
 class MiningConfig(_Strict):
     """Marker matching over consecutive sentence pairs (the paper's §4.2 and appendix B.1)."""
 
@@ -176,6 +183,7 @@ class Config(_Strict):
     inputs: list[InputConfig] = Field(default_factory=list)
     ingest: IngestConfig = Field(default_factory=IngestConfig)
     segment: SegmentConfig = Field(default_factory=SegmentConfig)
+    citations: CitationsConfig = Field(default_factory=CitationsConfig)
     mining: MiningConfig = Field(default_factory=MiningConfig)
     splits: SplitsConfig = Field(default_factory=SplitsConfig)
     release: ReleaseConfig = Field(default_factory=ReleaseConfig)

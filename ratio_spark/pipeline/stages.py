@@ -97,6 +97,13 @@ def run_segment(spark: SparkSession, config: Config) -> dict[str, Any]:
     return summary
 
 
+def run_citations(spark: SparkSession, config: Config) -> dict[str, Any]:
+    """``papers`` + ``sentences`` -> ``references`` (bibliography entries, mention sentences, resolution)."""
+    from ratio_spark.pipeline.citations import run_citations_stage
+
+    return run_citations_stage(spark, config)
+
+
 def run_mine(spark: SparkSession, config: Config) -> dict[str, Any]:
     """``sentences`` -> ``mined_pairs`` (+ ``stats_mining``): marker matching over consecutive pairs."""
     from ratio_spark.lexicon.loader import load_lexicon
@@ -222,5 +229,6 @@ def run_export(spark: SparkSession, config: Config) -> dict[str, Any]:
     }
 
 
-STAGES = {"ingest": run_ingest, "segment": run_segment, "mine": run_mine, "pools": run_pools, "export": run_export}
-PIPELINE = ["ingest", "segment", "mine", "pools", "export"]
+STAGES = {"ingest": run_ingest, "segment": run_segment, "citations": run_citations, "mine": run_mine,
+          "pools": run_pools, "export": run_export}
+PIPELINE = ["ingest", "segment", "citations", "mine", "pools", "export"]

@@ -13,7 +13,8 @@ from ratio_spark.pipeline.ingest.records import Reason
 from ratio_spark.pipeline.ingest.spark_io import read_records
 
 PAPER_COLUMNS = [
-    "paper_id", "pub_date", "date_precision", "date_source", "title", "sections", "source_format", "source_path",
+    "paper_id", "pub_date", "date_precision", "date_source", "title", "sections", "bibliography", "source_format",
+    "source_path",
 ]
 INPUT_ORDER = "_input_order"  # position of the input in the configuration: earlier inputs win duplicates
 REJECT_COLUMNS = ["source_path", "source_format", "paper_id", "reason", "detail"]

@@ -13,6 +13,8 @@ from typing import Any, TypedDict
 
 from pyspark.sql import types as T
 
+from ratio_spark.pipeline.ingest.bibliography import BIBLIOGRAPHY_TYPE
+
 
 class Reason:
     """Snake_case reject codes (datatrove-style: a filter says why)."""
@@ -49,6 +51,8 @@ RECORD_SCHEMA = T.StructType(
         T.StructField("date_source", T.StringType()),  # which rule set the date
         T.StructField("title", T.StringType()),
         T.StructField("sections", T.ArrayType(SECTION_TYPE)),
+        # entries + in-text mentions (ratio_spark.pipeline.ingest.bibliography); null: the format has none
+        T.StructField("bibliography", BIBLIOGRAPHY_TYPE),
         T.StructField("source_format", T.StringType()),
         T.StructField("source_path", T.StringType()),
         T.StructField("reject_reason", T.StringType()),
@@ -65,6 +69,7 @@ class ParsedRecord(TypedDict, total=False):
     date_source: str | None
     title: str | None
     sections: list[dict[str, Any]] | None
+    bibliography: dict[str, Any] | None
     source_format: str
     source_path: str
     reject_reason: str | None
