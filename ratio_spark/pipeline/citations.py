@@ -64,7 +64,7 @@ def mention_outcomes(papers: DataFrame, sentences: DataFrame) -> DataFrame:
     ).select(
         "paper_id", "mention_idx", "mention.*",
         F.exists("entries", lambda e: e["entry_id"] == F.col("mention.entry_id")).alias("entry_known"),
-        F.col("sections").getItem(F.col("mention.section_idx"))["heading"].alias("section_heading"),
+        F.col("sections")[F.col("mention.section_idx")]["heading"].alias("section_heading"),
     )
     starts = sentences.select(
         "paper_id", "section_idx", "para_idx", F.col("char_start").alias("s_start"), "sentence_id",
