@@ -17,6 +17,7 @@ COMMAND_GROUPS: dict[str, str] = {
     "silver": "ratio_spark.cli.silver",
     "evaluate": "ratio_spark.cli.evaluate",
     "models": "ratio_spark.cli.models",
+    "inspire": "ratio_spark.cli.inspire",
 }
 
 
