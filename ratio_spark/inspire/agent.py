@@ -160,8 +160,9 @@ def agent_episode(service: ServiceClient, client, model: str, instance_id: str, 
             if answer.get("done"):
                 done, record.status = True, answer.get("status", "submitted")
                 break
-        if not result.tool_calls:
-            messages.append({"role": "user", "content": "Answer with a call to search_papers or submit_answer."})
+        if not result.tool_calls:  # logged by the service as a no_tool_call error, with the text
+            answer = service.call(eid, None, (result.content or "")[:500])
+            messages.append({"role": "user", "content": answer["detail"]})
         if not valid:
             record.malformed_turns += 1
             if record.malformed_turns > settings.max_malformed:

@@ -11,7 +11,7 @@ are answers with ``ok: false`` that a policy can read and recover from; they cou
 Endpoints: ``GET /health``, ``GET /tools`` (OpenAI tool schemas), ``POST /episodes`` {instance_id,
 run_id}, ``POST /episodes/{id}/search_papers`` {query, limit}, ``POST /episodes/{id}/submit_answer``
 {paper_ids}, ``POST /episodes/{id}/call`` {name, arguments: object or the raw JSON string a model
-wrote}, ``POST /episodes/{id}/finish`` {reason} (the policy stopped without submitting), ``GET
+wrote; a null name logs a turn in which the model called no tool}, ``POST /episodes/{id}/finish`` {reason} (the policy stopped without submitting), ``GET
 /episodes/{id}`` (status and remaining budget only).
 """
 
@@ -33,7 +33,7 @@ from ratio_spark.inspire.search import DateGatedSearch
 from ratio_spark.inspire.settings import ScoringConfig, SearchConfig
 
 RUNNING, SUBMITTED, EMPTY, NO_SUBMISSION = "running", "submitted", "empty_submission", "no_submission"
-MALFORMED_KINDS = ("malformed_arguments", "invalid_arguments", "unknown_tool")
+MALFORMED_KINDS = ("malformed_arguments", "invalid_arguments", "unknown_tool", "no_tool_call")
 
 
 def tool_schemas(search: SearchConfig, max_submission: int) -> list[dict]:
@@ -54,7 +54,8 @@ def tool_schemas(search: SearchConfig, max_submission: int) -> list[dict]:
             "description": f"Submit up to {max_submission} paper ids from the search results, most useful first. "
                            "Ends the episode.",
             "parameters": {"type": "object", "properties": {
-                "paper_ids": {"type": "array", "items": {"type": "string"}, "description": "ranked paper ids"},
+                "paper_ids": {"type": "array", "items": {"type": "string"}, "maxItems": max_submission,
+                              "description": "ranked paper ids"},
             }, "required": ["paper_ids"]},
         }},
     ]
@@ -155,6 +156,9 @@ class InspireService:
             if episode.status != RUNNING:
                 return self._error(episode, name, "episode_finished", f"the episode is {episode.status}", count=False)
             episode.calls += 1
+            if name is None:  # the model answered in text: logged with what it wrote
+                return self._error(episode, None, "no_tool_call", "answer with a call to search_papers or submit_answer",
+                                   raw=arguments)
             if name not in self._validators:
                 return self._error(episode, name, "unknown_tool", f"no tool {name!r}; use search_papers or submit_answer",
                                    raw=arguments)
@@ -174,7 +178,8 @@ class InspireService:
 
     def _error(self, episode: Episode, name: Any, kind: str, detail: str, raw: Any = None, count: bool = True) -> dict:
         if count:
-            episode.log({"event": "error", "turn": episode.calls, "tool": name if isinstance(name, str) else repr(name),
+            episode.log({"event": "error", "turn": episode.calls,
+                         "tool": name if isinstance(name, str) or name is None else repr(name),
                          "kind": kind, "detail": detail, "raw": raw if isinstance(raw, (str, dict, list, type(None))) else repr(raw)})
         return {"ok": False, "error": kind, "detail": detail, "done": episode.status != RUNNING,
                 "remaining_searches": self.settings.budget - episode.searches}
@@ -199,9 +204,9 @@ class InspireService:
     def _submit(self, episode: Episode, paper_ids: list[str]) -> dict:
         """Canonical submission: ids stripped, duplicates keep their first rank, ids the episode cannot
         see (unknown, on/after the cutoff, the target) dropped, ids never exposed dropped when required,
-        cut at ``max_submission``. Nothing left: an empty submission, which scores zero."""
+        (the schema allows at most ``max_submission``). Nothing left: an empty submission, which scores zero."""
         visible = self.search.visible(episode.instance.cutoff, {episode.instance.target_id})
-        ranking, dropped = [], {"duplicate": [], "not_visible": [], "not_exposed": [], "over_limit": []}
+        ranking, dropped = [], {"duplicate": [], "not_visible": [], "not_exposed": []}
         for raw in paper_ids:
             pid = raw.strip()
             if pid in ranking:
@@ -210,8 +215,6 @@ class InspireService:
                 dropped["not_visible"].append(pid)
             elif self.require_exposed and pid not in episode.exposed:
                 dropped["not_exposed"].append(pid)
-            elif len(ranking) >= self.max_submission:
-                dropped["over_limit"].append(pid)
             else:
                 ranking.append(pid)
         episode.status = SUBMITTED if ranking else EMPTY

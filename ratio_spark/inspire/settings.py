@@ -109,8 +109,9 @@ class BriefConfig(_Strict):
     """The problem brief: the target's problem statement with its solution redacted.
 
     ``extractive``: the abstract's sentences before its first contribution sentence
-    (``contribution_regex``: the first sentence that speaks of the authors' own work). ``llm``: the endpoint ``model`` rewrites title + abstract (at most
-    ``max_abstract_chars``) into a brief; a failed answer falls back to the extractive brief.
+    (``contribution_regex``: the first sentence that announces the authors' own work). ``llm``: the
+    endpoint ``model`` rewrites title + abstract (at most ``max_abstract_chars``) into a brief; a failed
+    answer falls back to the extractive brief.
     A brief sharing ``flag_title_overlap`` or more of the target title's content words is flagged
     (the paper's lexical check), not dropped.
     """
@@ -119,10 +120,18 @@ class BriefConfig(_Strict):
     model: str | None = None
     max_abstract_chars: int = Field(1800, ge=200)
     max_tokens: int = Field(400, ge=32)
-    # A contribution sentence speaks of the authors' own work: "we", "our", "this paper", "the proposed".
+    # A contribution sentence announces the authors' own work: "we (also) propose|present|show|use ...",
+    # "this paper describes ...", "in this paper", "our approach|model|...", "the proposed", "novel".
+    # "We consider / study / focus on X" states the problem and is kept.
     contribution_regex: str = (
-        r"(?i)\b(we|our|us|this (paper|work|article|study|note|thesis)|in this (paper|work|article|study)|"
-        r"the proposed|propos(e|es|ed|ing))\b"
+        r"(?i)\b(?:(?:we|this (?:paper|work|article|study|note))(?:\s+(?:\w+ly|also|then|first|further|here|now))*"
+        r"\s+(?:propos|present|introduc|describ|develop|design|build|built|creat|collect|construct|seek|aim|use|"
+        r"employ|apply|extend|adapt|leverag|train|formulat|cast|frame|show|demonstrat|find|achiev|obtain|outperform|"
+        r"evaluat|compar|releas|provid|offer|explor|investigat|tackl|address|argu|report|perform|conduct|experiment|"
+        r"test|analy[sz]|examin|learn|model|implement|combin|augment|improv|incorporat|exploit|enhanc|annotat|"
+        r"make|treat|view|reformulat|cast|introduc|establish|identif|captur|integrat|util)\w*"
+        r"|in this (?:paper|work|article|study)|here,? we|our (?:approach|method|model|system|framework|results?|"
+        r"experiments?|work|analysis|findings|contributions?|algorithm|technique|architecture)|the proposed|novel)\b"
     )
     min_brief_words: int = Field(12, ge=1)
     flag_title_overlap: float = Field(0.5, ge=0, le=1)
