@@ -15,7 +15,7 @@ PYTHON_HALF = ("ratio_spark.core", "ratio_spark.evaluation", "ratio_spark.llm", 
                "ratio_spark.lexicon.loader", "ratio_spark.lexicon.matcher", "ratio_spark.lexicon.curation.llm",
                "ratio_spark.lexicon.curation.formats", "ratio_spark.lexicon.curation.build",
                "ratio_spark.lexicon.curation.patterns", "ratio_spark.cli.evaluate", "ratio_spark.cli.models",
-               "ratio_spark.cli.silver", "ratio_spark.cli.lexicon_llm")
+               "ratio_spark.cli.silver", "ratio_spark.cli.lexicon_llm", "ratio_spark.inspire", "ratio_spark.cli.inspire")
 
 
 def all_modules() -> dict[str, Path]:
@@ -87,6 +87,7 @@ def test_the_cycle_check_finds_a_cycle():
 def test_the_python_half_imports_without_pyspark():
     modules = sorted(m for m in all_modules() if m.startswith(PYTHON_HALF))
     assert "ratio_spark.evaluation.runner" in modules and "ratio_spark.llm.client" in modules
+    assert "ratio_spark.inspire.service" in modules
     code = (
         "import importlib, importlib.abc, sys\n"
         "class Block(importlib.abc.MetaPathFinder):\n"
