@@ -464,3 +464,56 @@ def test_malformed_tool_calls_of_the_real_model_are_logged_and_score_zero(sample
         assert [e["kind"] for e in trajectory.errors] == [kind, kind]
         row = episode_metrics(small_service.instances.get(record.instance_id).gains, trajectory)
         assert row["ndcg"] == row["recall"] == row["g_selected"] == 0 and row["malformed_calls"] == 2
+
+
+def test_the_commands_build_run_and_score(sample_build, tmp_path, capsys):
+    """ratio-spark inspire build / run / score as a user types them (BM25, in-process service)."""
+    from ratio_spark.cli.main import main
+
+    _, _, _, root = sample_build
+    common = ["--set", f"tables.root={root / 'tables'}", "--set", f"inspire.root={tmp_path / 'instances'}",
+              "--set", "inspire.targets.start=2018-01-01", "--set", "inspire.targets.end=2018-12-31"]
+    assert main(["inspire", "build", *common, "--summary-json", str(tmp_path / "build.json")]) == 0
+    built = json.loads((tmp_path / "build.json").read_text())
+    assert built["instances"] == len(json.loads((tmp_path / "instances" / "v1" / "manifest.json").read_text())["splits"]["eval"])
+    assert main(["inspire", "run", *common, "--policy", "one-shot", "--backend", "bm25", "--run-id", "bm25",
+                 "--out", str(tmp_path / "runs")]) == 0
+    run = json.loads((tmp_path / "runs" / "bm25.run.json").read_text())
+    assert len(run["episodes"]) == built["instances"] and run["policy"] == "one-shot"
+    assert main(["inspire", "score", *common, "--runs", str(tmp_path / "runs"), "--run", "bm25",
+                 "--out", str(tmp_path / "scores")]) == 0
+    assert "| bm25 |" in capsys.readouterr().out
+    assert main(["inspire", "score", *common, "--runs", str(tmp_path / "runs"), "--run", "nope", "--out", str(tmp_path)]) == 2
+    assert main(["inspire", "run", *common, "--policy", "agent", "--run-id", "x", "--out", str(tmp_path / "runs")]) == 2
+
+
+@pytest.mark.llm
+@pytest.mark.slow
+def test_llm_grader_and_llm_briefs_through_the_client_with_fallbacks_and_a_free_rerun(sample_build, llm_server, tmp_path):
+    config, _, _, root = sample_build
+    config = config.model_copy(deep=True)
+    config.inspire.root = str(tmp_path / "instances")
+    config.inspire.targets.start, config.inspire.targets.end = dt.date(2018, 9, 1), dt.date(2018, 12, 31)
+    config.inspire.targets.max_targets = 4
+    config.inspire.grading = config.inspire.grading.model_copy(update=dict(grader="llm", model="gemma-local", max_tokens=80))
+    config.inspire.brief = config.inspire.brief.model_copy(update=dict(mode="llm", model="gemma-local", max_tokens=120))
+    client = _local_client(llm_server, tmp_path)
+    manifest = build_instances(config, client, log=lambda *_: None)
+    counts = manifest["counts"]
+    usage = client.usage()["gemma-local"]
+    assert usage["requests"] == counts["antecedent_candidates"] + counts["instances"] + counts.get("dropped_no_brief", 0) > 0
+    for iid in manifest["splits"]["eval"]:
+        data = json.loads((tmp_path / "instances" / "v1" / "instances" / f"{iid}.json").read_text())
+        assert data["evaluator"]["brief"]["source"] in ("llm:gemma-local", "extractive_fallback")
+        assert all(a["grader"] in ("llm:gemma-local", "rule_fallback") for a in data["evaluator"]["antecedents"])
+    assert manifest["models"] == {"grader": {"endpoint": "gemma-local", "model": "gemma-3-270m"},
+                                  "brief": {"endpoint": "gemma-local", "model": "gemma-3-270m"}}
+    # Every valid answer is cached: a rebuild asks only what failed before, and gives the same instances.
+    again = _local_client(llm_server, tmp_path)
+    rebuilt = build_instances(config, again, log=lambda *_: None)
+    second = again.usage()["gemma-local"]
+    failed = counts.get("llm_grades_failed_rule_used", 0) + counts.get("llm_briefs_failed_extractive_used", 0)
+    assert second["cached"] >= second["requests"] - failed
+    if not failed:
+        assert second["cached"] == second["requests"] and second["http_calls"] == 0
+        assert {i: e["sha256"] for i, e in rebuilt["instances"].items()} == {i: e["sha256"] for i, e in manifest["instances"].items()}

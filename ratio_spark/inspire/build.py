@@ -21,6 +21,7 @@ import random
 import re
 import shutil
 from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,14 +72,101 @@ def abstract_sentences(rows: pa.Table) -> dict[str, list[str]]:
     return {pid: [t for *_, t in sorted(items)] for pid, items in out.items()}
 
 
-def _cited_entry(paper: grading.CitedPaper, papers: dict[str, Paper], config) -> dict[str, Any]:
-    source = papers.get(paper.paper_id)
-    method = re.compile(config.grading.method_heading_regex)
+@dataclass
+class TargetPlan:
+    """One target on its way to an instance: its cutoff and its cited corpus papers, sorted by date."""
+
+    target: Paper
+    cutoff: dt.date
+    candidates: list[grading.CitedPaper]  # before the cutoff and recent enough: graded
+    concurrent: list[grading.CitedPaper]  # on or after the cutoff: stored, never labelled
+    old: list[grading.CitedPaper]  # more than max_age_years before the target: stored, never labelled
+    antecedents: list[grading.CitedPaper] = field(default_factory=list)
+    brief: str | None = None
+    brief_source: str = "extractive"
+
+
+def plan_target(target: Paper, resolved_rows: list[dict], ic, counts: Counter) -> TargetPlan:
+    cutoff = months_before(target.pub_date, ic.cutoff_months)
+    oldest = months_before(target.pub_date, 12 * ic.max_age_years) if ic.max_age_years is not None else dt.date.min
+    cited = grading.merge_entries(resolved_rows)
+    plan = TargetPlan(target, cutoff, [c for c in cited if oldest <= c.pub_date < cutoff],
+                      [c for c in cited if c.pub_date >= cutoff], [c for c in cited if c.pub_date < min(oldest, cutoff)])
+    counts["cited_corpus_papers"] += len(cited)
+    counts["excluded_concurrent"] += len(plan.concurrent)
+    counts["excluded_old"] += len(plan.old)
+    counts["antecedent_candidates"] += len(plan.candidates)
+    grading.grade_by_rule(plan.candidates, ic.grading)
+    return plan
+
+
+def grade_with_llm(plans: list[TargetPlan], papers: dict[str, Paper], contexts: dict[str, str], ic, client,
+                   counts: Counter, log) -> None:
+    requests, owners = [], []
+    for plan in plans:
+        requests += grading.grading_requests(plan.target, plan.candidates, papers, contexts)
+        owners += plan.candidates
+    log(f"inspire build: grading {len(requests)} references with {ic.grading.model}")
+    results = client.complete_json(requests, ic.grading.model, progress="grading")
+    counts["llm_grades_failed_rule_used"] = grading.apply_llm_grades(owners, results, ic.grading)
+
+
+def keep_graded(plans: list[TargetPlan], ic, counts: Counter) -> list[TargetPlan]:
+    """Graded antecedents (T0 removed, capped); targets with too few of them dropped."""
+    kept = []
+    for plan in plans:
+        plan.antecedents = grading.select_antecedents(plan.candidates, ic.grading)
+        counts["graded_t0_removed"] += sum(1 for c in plan.candidates if c.tier == 0)
+        counts["graded_over_cap"] += sum(1 for c in plan.candidates if c.tier >= 1) - len(plan.antecedents)
+        if len(plan.antecedents) < ic.grading.min_antecedents:
+            counts[f"dropped_fewer_than_{ic.grading.min_antecedents}_antecedents"] += 1
+        else:
+            kept.append(plan)
+    return kept
+
+
+def write_briefs(plans: list[TargetPlan], abstracts: dict[str, list[str]], ic, client, counts: Counter, log) -> None:
+    """The extractive brief of every plan; with brief.mode llm, the LLM's, the extractive one as fallback."""
+    for plan in plans:
+        plan.brief = briefs.extractive_brief(abstracts.get(plan.target.paper_id, []), ic.brief)
+    if ic.brief.mode != "llm":
+        return
+    log(f"inspire build: writing {len(plans)} briefs with {ic.brief.model}")
+    results = client.complete_json(briefs.brief_requests([p.target for p in plans], ic.brief), ic.brief.model,
+                                   progress="briefs")
+    for plan, result in zip(plans, results):
+        text = " ".join(result.data["brief"].split()) if result.data else ""
+        if len(text.split()) >= ic.brief.min_brief_words:
+            plan.brief, plan.brief_source = text, f"llm:{result.model}"
+        else:
+            counts["llm_briefs_failed_extractive_used"] += 1
+            plan.brief_source = "extractive_fallback"
+
+
+def instance_document(plan: TargetPlan, iid: str, papers: dict[str, Paper], ic) -> dict[str, Any]:
+    """The instance file: what the policy sees, and what only the evaluator sees."""
+    method = re.compile(ic.grading.method_heading_regex)
+
+    def entries(cited: list[grading.CitedPaper]) -> list[dict[str, Any]]:
+        return [{
+            "paper_id": c.paper_id, "title": papers[c.paper_id].title if c.paper_id in papers else None,
+            "pub_date": str(c.pub_date), "tier": c.tier, "gain": ic.grading.gains.get(c.tier, 0.0),
+            "mention_count": c.mention_count, "method_mentions": c.method_mentions(method), "entry_ids": c.entry_ids,
+            "grader": c.grader, "role": c.role, "rationale": c.rationale,
+        } for c in cited]
+
+    overlap = briefs.title_overlap(plan.brief, plan.target.title)
     return {
-        "paper_id": paper.paper_id, "title": source.title if source else None, "pub_date": str(paper.pub_date),
-        "tier": paper.tier, "gain": config.grading.gains.get(paper.tier, 0.0), "mention_count": paper.mention_count,
-        "method_mentions": paper.method_mentions(method), "entry_ids": paper.entry_ids, "grader": paper.grader,
-        "role": paper.role, "rationale": paper.rationale,
+        "instance_id": iid,
+        "version": ic.version,
+        "policy": {"brief": plan.brief, "cutoff": str(plan.cutoff)},
+        "evaluator": {
+            "target": {"paper_id": plan.target.paper_id, "title": plan.target.title, "pub_date": str(plan.target.pub_date)},
+            "antecedents": entries(plan.antecedents),
+            "excluded_concurrent": entries(plan.concurrent),
+            "excluded_old": entries(plan.old),
+            "brief": {"source": plan.brief_source, "title_overlap": overlap, "flagged": overlap >= ic.brief.flag_title_overlap},
+        },
     }
 
 
@@ -88,117 +176,47 @@ def build_instances(config: Config, client=None, *, log=print) -> dict[str, Any]
     ic = config.inspire
     counts: Counter = Counter()
     locations = {name: config.tables.location(name) for name in ("papers", "references", "sentences")}
-    index_body = "body" in ic.search.fields
     log(f"inspire build: reading papers from {locations['papers']}")
     papers = papers_from_rows(read_rows(locations["papers"], "papers", ["paper_id", "title", "pub_date", "sections"]),
-                              ic.search.max_body_chars if index_body else 0)
+                              ic.search.max_body_chars if "body" in ic.search.fields else 0)
     by_id = {p.paper_id: p for p in papers}
     counts["corpus_papers"] = len(papers)
     targets = select_targets(papers, ic.targets, counts)
     target_ids = [t.paper_id for t in targets]
-    references = read_rows(locations["references"], "references", REFERENCE_COLUMNS, target_ids).to_pylist()
     sentence_rows = read_rows(locations["sentences"], "sentences",
                               ["paper_id", "sentence_id", "section_idx", "section_heading", "para_idx", "sent_idx", "text"],
                               target_ids)
-    abstracts = abstract_sentences(sentence_rows)
-    contexts = dict(zip(sentence_rows.column("sentence_id").to_pylist(), sentence_rows.column("text").to_pylist()))
-    per_target: dict[str, list[dict]] = defaultdict(list)
-    for row in references:
+    resolved: dict[str, list[dict]] = defaultdict(list)
+    for row in read_rows(locations["references"], "references", REFERENCE_COLUMNS, target_ids).to_pylist():
         counts["target_bibliography_entries"] += 1
         counts[f"target_entries_{row['resolution_status']}"] += 1
         if row["resolution_status"] == "resolved":
-            per_target[row["paper_id"]].append(row)
+            resolved[row["paper_id"]].append(row)
 
-    # Antecedent candidates per target: before the cutoff and not too old.
-    plans = []
-    for target in targets:
-        cutoff = months_before(target.pub_date, ic.cutoff_months)
-        oldest = months_before(target.pub_date, 12 * ic.max_age_years) if ic.max_age_years is not None else None
-        cited = grading.merge_entries(per_target.get(target.paper_id, []))
-        counts["cited_corpus_papers"] += len(cited)
-        concurrent = [c for c in cited if c.pub_date >= cutoff]
-        old = [c for c in cited if c.pub_date < cutoff and oldest is not None and c.pub_date < oldest]
-        candidates = [c for c in cited if c.pub_date < cutoff and (oldest is None or c.pub_date >= oldest)]
-        counts["excluded_concurrent"] += len(concurrent)
-        counts["excluded_old"] += len(old)
-        counts["antecedent_candidates"] += len(candidates)
-        grading.grade_by_rule(candidates, ic.grading)
-        plans.append((target, cutoff, candidates, concurrent, old))
-
+    plans = [plan_target(t, resolved.get(t.paper_id, []), ic, counts) for t in targets]
     if ic.grading.grader == "llm":
-        requests, owners = [], []
-        for target, _, candidates, _, _ in plans:
-            requests += grading.grading_requests(target, candidates, by_id, contexts)
-            owners += candidates
-        log(f"inspire build: grading {len(requests)} references with {ic.grading.model}")
-        results = client.complete_json(requests, ic.grading.model, progress="grading")
-        counts["llm_grades_failed_rule_used"] = grading.apply_llm_grades(owners, results, ic.grading)
-
-    kept = []
-    for target, cutoff, candidates, concurrent, old in plans:
-        antecedents = grading.select_antecedents(candidates, ic.grading)
-        counts["graded_t0_removed"] += sum(1 for c in candidates if c.tier == 0)
-        counts["graded_over_cap"] += sum(1 for c in candidates if c.tier >= 1) - len(antecedents)
-        if len(antecedents) < ic.grading.min_antecedents:
-            counts[f"dropped_fewer_than_{ic.grading.min_antecedents}_antecedents"] += 1
-            continue
-        kept.append((target, cutoff, antecedents, concurrent, old))
-
-    brief_texts: dict[str, tuple[str | None, str]] = {}
-    for target, *_ in kept:
-        brief_texts[target.paper_id] = (briefs.extractive_brief(abstracts.get(target.paper_id, []), ic.brief), "extractive")
-    if ic.brief.mode == "llm":
-        log(f"inspire build: writing {len(kept)} briefs with {ic.brief.model}")
-        results = client.complete_json(briefs.brief_requests([k[0] for k in kept], ic.brief), ic.brief.model,
-                                       progress="briefs")
-        for (target, *_), result in zip(kept, results):
-            text = " ".join(result.data["brief"].split()) if result.data else ""
-            if len(text.split()) >= ic.brief.min_brief_words:
-                brief_texts[target.paper_id] = (text, f"llm:{result.model}")
-            else:
-                counts["llm_briefs_failed_extractive_used"] += 1
-                brief_texts[target.paper_id] = (brief_texts[target.paper_id][0], "extractive_fallback")
+        contexts = dict(zip(sentence_rows.column("sentence_id").to_pylist(), sentence_rows.column("text").to_pylist()))
+        grade_with_llm(plans, by_id, contexts, ic, client, counts, log)
+    kept = keep_graded(plans, ic, counts)
+    write_briefs(kept, abstract_sentences(sentence_rows), ic, client, counts, log)
 
     out = Path(ic.root) / ic.version
     if out.exists():
         shutil.rmtree(out)  # a version folder is rebuilt whole: no stale instance survives a rerun
     (out / "instances").mkdir(parents=True)
     instance_files: dict[str, dict] = {}
-    order = []
-    for target, cutoff, antecedents, concurrent, old in kept:
-        brief, source = brief_texts[target.paper_id]
-        if brief is None:
+    for plan in kept:
+        if plan.brief is None:
             counts["dropped_no_brief"] += 1
             continue
-        overlap = briefs.title_overlap(brief, target.title)
-        iid = instance_id(ic.version, target.paper_id)
-        document = {
-            "instance_id": iid,
-            "version": ic.version,
-            "policy": {"brief": brief, "cutoff": str(cutoff)},
-            "evaluator": {
-                "target": {"paper_id": target.paper_id, "title": target.title, "pub_date": str(target.pub_date)},
-                "antecedents": [_cited_entry(a, by_id, ic) for a in antecedents],
-                "excluded_concurrent": [_cited_entry(c, by_id, ic) for c in concurrent],
-                "excluded_old": [_cited_entry(c, by_id, ic) for c in old],
-                "brief": {"source": source, "title_overlap": overlap, "flagged": overlap >= ic.brief.flag_title_overlap},
-            },
-        }
+        iid = instance_id(ic.version, plan.target.paper_id)
+        document = instance_document(plan, iid, by_id, ic)
         instance_files[iid] = {"file": f"instances/{iid}.json", "sha256": write_json(out / "instances" / f"{iid}.json", document)}
-        order.append(iid)
         counts["instances"] += 1
         counts["flagged_briefs"] += int(document["evaluator"]["brief"]["flagged"])
-        for a in antecedents:
+        for a in plan.antecedents:
             counts[f"antecedents_t{a.tier}"] += 1
-
-    corpus = pa.table({
-        "paper_id": [p.paper_id for p in papers],
-        "pub_date": pa.array([p.pub_date for p in papers], pa.date32()),
-        "title": [p.title for p in papers],
-        "abstract": [p.abstract for p in papers],
-        "body": [p.body for p in papers],
-    })
-    pq.write_table(corpus, out / CORPUS_FILE)
+    write_corpus(papers, out / CORPUS_FILE)
     manifest = {
         "version": ic.version,
         "created_at": now_utc(),
@@ -211,15 +229,26 @@ def build_instances(config: Config, client=None, *, log=print) -> dict[str, Any]
             "grader": {"file": grading.GRADE_PROMPT, "sha256": sha256_file(grading.PROMPTS_DIR / grading.GRADE_PROMPT)},
         },
         "models": _models(config),
-        "splits": {"eval": order},
+        "splits": {"eval": list(instance_files)},
         "instances": instance_files,
         "corpus": {"file": CORPUS_FILE, "sha256": sha256_file(out / CORPUS_FILE), "papers": len(papers),
                    "fields": ic.search.fields},
         "counts": dict(sorted(counts.items())),
     }
     write_json(out / MANIFEST_FILE, manifest)
-    log(f"inspire build: {len(order)} instances in {out}")
+    log(f"inspire build: {len(instance_files)} instances in {out}")
     return manifest
+
+
+def write_corpus(papers: list[Paper], path: Path) -> None:
+    """The search corpus: every paper, whatever its date (the service applies each episode's cutoff)."""
+    pq.write_table(pa.table({
+        "paper_id": [p.paper_id for p in papers],
+        "pub_date": pa.array([p.pub_date for p in papers], pa.date32()),
+        "title": [p.title for p in papers],
+        "abstract": [p.abstract for p in papers],
+        "body": [p.body for p in papers],
+    }), path)
 
 
 def _models(config: Config) -> dict[str, Any]:
