@@ -163,8 +163,8 @@ class InspireService:
                 return self._error(episode, name, "unknown_tool", f"no tool {name!r}; use search_papers or submit_answer",
                                    raw=arguments)
             if isinstance(arguments, str) or arguments is None:
-                try:
-                    arguments = json.loads(arguments or "{}")
+                try:  # strict=False: raw newlines inside strings, as grammar-constrained local models write them
+                    arguments = json.loads(arguments or "{}", strict=False)
                 except json.JSONDecodeError as exc:
                     return self._error(episode, name, "malformed_arguments", f"arguments are not JSON: {exc.msg}",
                                        raw=arguments)
