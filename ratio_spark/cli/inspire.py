@@ -60,6 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="run id to score (repeatable; the first is the baseline of the paired comparisons)")
     p.add_argument("--out", required=True, help="folder for results.md, summary.csv, episodes.csv, funnel.png")
     p.add_argument("--clean-only", action="store_true", help="only targets whose brief the lexical check did not flag")
+    p.add_argument("--max-instances", type=int, help="only the first N instances of the manifest (as `run` took them)")
 
 
 def _fail(message: str) -> int:
@@ -188,7 +189,7 @@ def _cmd_score(config, args) -> int:
         if not folder.is_dir():
             return _fail(f"no trajectories for run {run_id!r} at {folder}")
         runs[run_id] = folder
-    summaries = write_reports(instances, runs, config.inspire.scoring, args.out, args.clean_only)
+    summaries = write_reports(instances, runs, config.inspire.scoring, args.out, args.clean_only, args.max_instances)
     print((Path(args.out) / "results.md").read_text())
     if args.summary_json:
         Path(args.summary_json).write_text(json.dumps(summaries, indent=2))

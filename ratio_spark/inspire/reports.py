@@ -25,12 +25,14 @@ TABLE3 = [("g_exposed", "G_exposed"), ("g_selected", "G_selected"), ("ndcg", "G_
           ("duplicate_queries", "duplicate queries"), ("malformed_calls", "malformed calls")]
 
 
-def score_runs(instances: InstanceSet, runs: dict[str, Path], config: ScoringConfig,
-               only_clean: bool = False) -> tuple[dict[str, list[dict]], dict[str, dict]]:
+def score_runs(instances: InstanceSet, runs: dict[str, Path], config: ScoringConfig, only_clean: bool = False,
+               max_instances: int | None = None) -> tuple[dict[str, list[dict]], dict[str, dict]]:
     """(per run: one metrics row per target in manifest order, per run: aggregates). ``only_clean``:
-    targets whose brief the lexical check did not flag."""
+    targets whose brief the lexical check did not flag; ``max_instances``: the first N of the manifest
+    (as ``inspire run --max-instances`` ran them)."""
     per_run, summaries = {}, {}
-    targets = [i for i in instances.instances.values() if not (only_clean and i.flagged)]
+    targets = list(instances.instances.values())[:max_instances]
+    targets = [i for i in targets if not (only_clean and i.flagged)]
     for name, folder in runs.items():
         trajectories = read_run(folder)
         unknown = sorted(set(trajectories) - set(instances.instances))
@@ -109,10 +111,10 @@ def funnel_plot(summaries: dict[str, dict], path: Path) -> None:
 
 
 def write_reports(instances: InstanceSet, runs: dict[str, Path], config: ScoringConfig, out: str | Path,
-                  only_clean: bool = False) -> dict[str, dict]:
+                  only_clean: bool = False, max_instances: int | None = None) -> dict[str, dict]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    per_run, summaries = score_runs(instances, runs, config, only_clean)
+    per_run, summaries = score_runs(instances, runs, config, only_clean, max_instances)
     rows = [r for name in per_run for r in per_run[name]]
     with open(out / "episodes.csv", "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]) if rows else ["run"])
@@ -124,7 +126,8 @@ def write_reports(instances: InstanceSet, runs: dict[str, Path], config: Scoring
         writer.writeheader()
         writer.writerows({"run": name, **s} for name, s in summaries.items())
     paired = paired_rows(per_run, config)
-    view = "targets with unflagged briefs" if only_clean else "all targets"
+    view = ("targets with unflagged briefs" if only_clean else "all targets") + (
+        f", the first {max_instances} of the manifest" if max_instances else "")
     lines = [f"# Inspire results: {instances.manifest['version']} ({len(next(iter(per_run.values()), []))} targets, {view})",
              "", "## End to end (failure as zero; nDCG@10 with a 95% target-bootstrap interval)", "",
              *_table(summaries, TABLE2), "", "## Funnel: exposure, selection, ranking", "", *_table(summaries, TABLE3), "",
