@@ -209,9 +209,11 @@ def test_id_helpers():
 @pytest.fixture(scope="module")
 def citations_run(spark, tmp_path_factory):
     """ingest + segment + citations over four real sample papers, one of them (D18-1256) with added
-    entries: a duplicate of a cited corpus paper, a self-citation, an untitled entry with an Anthology
-    URL, an untitled entry with nothing, and an ambiguous short title."""
-    from ratio_spark.core.config import load_config
+    entries (a duplicate of a cited corpus paper, a self-citation, an untitled entry with an Anthology
+    URL, an untitled entry with nothing), plus S2ORC records: aclsum's N10-1045 (2020 shape), the
+    current-release fixture (corpus id 3001, whose first two entries are matched to corpus ids 2001 and
+    2002), and three JSONL papers they cite: 2001, 2002 and the Moses paper (a title N10-1045 cites)."""
+    from ratio_spark.core.config import InputConfig, load_config
     from ratio_spark.pipeline.stages import STAGES
 
     root = tmp_path_factory.mktemp("refs")
@@ -230,7 +232,31 @@ def citations_run(spark, tmp_path_factory):
         struct_xml("b903", None, 2016),
     ]
     (corpus / "D18-1256.tei.xml").write_bytes(_add_entries(data, extra, "b900"))
+    (root / "s2orc2020").mkdir()
+    shutil.copy(FIXTURES / "readers" / "s2orc_2020" / "N10-1045.json", root / "s2orc2020")
+    current = root / "current"
+    (current / "s2orc").mkdir(parents=True)
+    (current / "papers").mkdir()
+    shutil.copy(FIXTURES / "references" / "s2orc_current.jsonl", current / "s2orc" / "part-0.jsonl")
+    (current / "papers" / "papers.jsonl").write_text(json.dumps({"corpusid": 3001, "publicationdate": "2020-07-05"}) + "\n")
+    entries = json.loads(json.loads((current / "s2orc" / "part-0.jsonl").read_text())["content"]["annotations"]["bibentry"])
+    text = json.loads((current / "s2orc" / "part-0.jsonl").read_text())["content"]["text"]
+    titles = {"b0": "Extracting semantic relations for scholarly knowledge base construction",
+              "b1": "Algorithms for scoring coreference chains"}
+    assert all(titles[e["attributes"]["id"]] in text[e["start"]:e["end"]] for e in entries[:2])
+    body = "A paper of the corpus that others cite; its text only needs to be long enough to be kept. " * 4
+    cited = [("2001", titles["b0"], "2018"), ("2002", titles["b1"], "1998"),
+             ("moses-2007", "Moses: Open Source Toolkit for Statistical Machine Translation", "2007")]
+    (root / "jsonl").mkdir()
+    (root / "jsonl" / "cited.jsonl").write_text("".join(
+        json.dumps({"paper_id": pid, "title": title, "pub_date": year,
+                    "sections": [{"heading": "Abstract", "paragraphs": [body]}]}) + "\n" for pid, title, year in cited))
     config = load_config(REPO_ROOT / "conf" / "sample.yaml", [f"tables.root={root / 'tables'}", f"inputs.0.path={corpus}"])
+    config.inputs = [*config.inputs,
+                     InputConfig(name="aclsum", format="s2orc_2020", path=str(root / "s2orc2020")),
+                     InputConfig(name="current", format="s2orc_current", path=str(current / "s2orc"),
+                                 metadata_path=str(current / "papers")),
+                     InputConfig(name="cited", format="jsonl", path=str(root / "jsonl"))]
     summaries = {stage: STAGES[stage](spark, config) for stage in ("ingest", "segment", "citations")}
     from deltalake import DeltaTable
 
@@ -244,7 +270,8 @@ def test_citations_resolve_by_id_and_title_and_mark_self_and_duplicates(citation
     summaries, tables, titles = citations_run
     refs = tables["references"].set_index(["paper_id", "entry_id"])
     papers = tables["papers"]
-    assert len(refs) == sum(len(b["entries"]) for b in papers.bibliography)
+    assert len(refs) == sum(len(b["entries"]) for b in papers.bibliography if b is not None)
+    assert summaries["citations"]["papers_by_bibliography_problem"]["format_without_bibliography"] == 3  # the JSONL papers
     d18 = refs.loc["D18-1256"]
     key = lambda t: re.sub(r"[^\w]+", " ", (t or "").lower()).replace("_", " ").strip()  # noqa: E731
     # Independently: every entry of the four papers whose title equals a corpus paper's title within a year.
@@ -252,7 +279,7 @@ def test_citations_resolve_by_id_and_title_and_mark_self_and_duplicates(citation
     ids = set(papers.paper_id)
     expected = {}
     for pid, bibliography in zip(papers.paper_id, papers.bibliography):
-        for entry in bibliography["entries"]:
+        for entry in (bibliography["entries"] if bibliography is not None else []):
             if any(entry[k] in ids for k in ("acl_id", "s2_id", "doi", "arxiv_id")):
                 continue  # resolved by id first
             hit = corpus.get(key(entry["title"]))
@@ -267,6 +294,11 @@ def test_citations_resolve_by_id_and_title_and_mark_self_and_duplicates(citation
     first = d18[(d18.resolved_paper_id == "D17-1259") & d18.duplicate_of.isna()]
     assert len(first) == 1 and d18.loc["b900"].duplicate_of == first.index[0]
     assert summaries["citations"]["duplicate_entries"] == int(refs.duplicate_of.notna().sum()) >= 1
+    # S2ORC: the current release's matched corpus ids, and a 2020-shape entry by its title and year.
+    assert [(refs.loc[("3001", e)].resolved_paper_id, refs.loc[("3001", e)].resolved_by) for e in ("b0", "b1")] == \
+        [("2001", "s2_id"), ("2002", "s2_id")]
+    assert (refs.loc[("N10-1045", "BIBREF3")].resolved_paper_id, refs.loc[("N10-1045", "BIBREF3")].resolved_by) == \
+        ("moses-2007", "title_year")
 
 
 @pytest.mark.spark
@@ -277,10 +309,11 @@ def test_each_mention_lands_in_the_sentence_that_holds_it(citations_run):
     refs = tables["references"]
     papers = tables["papers"].set_index("paper_id")
     outcome = summaries["citations"]["mentions_by_outcome"]
-    n_mentions = sum(len(b["mentions"]) for b in papers.bibliography)
+    n_mentions = sum(len(b["mentions"]) for b in papers.bibliography if b is not None)
     assert sum(outcome.values()) == summaries["citations"]["mentions"] == n_mentions
     assert outcome["in_sentence"] == sum(len(ids) for ids in refs.mention_sentence_ids) > 50
-    for paper_id, bibliography in papers.bibliography.items():
+    for paper_id, bibliography in papers.bibliography.dropna().items():
+        assert {m["entry_id"] for m in bibliography["mentions"]} - {None} <= set(refs[refs.paper_id == paper_id].entry_id)
         for mention in bibliography["mentions"]:
             if mention["entry_id"] is None:
                 continue
