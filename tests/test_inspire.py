@@ -400,7 +400,7 @@ def small_service(sample_build):
     config, _, _, root = sample_build
     instances = InstanceSet.load(root / "instances" / "v1")
     corpus = SearchCorpus.load(instances.corpus_path)
-    settings = config.inspire.search.model_copy(update=dict(budget=2, max_limit=3, default_limit=3, snippet_chars=120))
+    settings = config.inspire.search.model_copy(update=dict(budget=2, snippet_chars=120))
     search = DateGatedSearch(corpus, make_backend("bm25", corpus, settings.fields))
     return InspireService(instances, search, settings, config.inspire.scoring, root / "llm-trajectories")
 
@@ -490,18 +490,21 @@ def test_the_commands_build_run_and_score(sample_build, tmp_path, capsys):
 @pytest.mark.llm
 @pytest.mark.slow
 def test_llm_grader_and_llm_briefs_through_the_client_with_fallbacks_and_a_free_rerun(sample_build, llm_server, tmp_path):
-    config, _, _, root = sample_build
+    config, manifest, _, root = sample_build
+    first = json.loads((root / "instances" / "v1" / manifest["instances"][manifest["splits"]["eval"][0]]["file"]).read_text())
+    day = dt.date.fromisoformat(first["evaluator"]["target"]["pub_date"])
     config = config.model_copy(deep=True)
     config.inspire.root = str(tmp_path / "instances")
-    config.inspire.targets.start, config.inspire.targets.end = dt.date(2018, 9, 1), dt.date(2018, 12, 31)
-    config.inspire.targets.max_targets = 4
+    config.inspire.targets.start, config.inspire.targets.end = day, day  # a date with an instance under the rule
+    config.inspire.targets.max_targets = 3
     config.inspire.grading = config.inspire.grading.model_copy(update=dict(grader="llm", model="gemma-local", max_tokens=80))
     config.inspire.brief = config.inspire.brief.model_copy(update=dict(mode="llm", model="gemma-local", max_tokens=120))
     client = _local_client(llm_server, tmp_path)
     manifest = build_instances(config, client, log=lambda *_: None)
     counts = manifest["counts"]
     usage = client.usage()["gemma-local"]
-    assert usage["requests"] == counts["antecedent_candidates"] + counts["instances"] + counts.get("dropped_no_brief", 0) > 0
+    kept = counts.get("instances", 0) + counts.get("dropped_no_brief", 0)  # the targets that got a brief request
+    assert usage["requests"] == counts["antecedent_candidates"] + kept and counts["antecedent_candidates"] > 0
     for iid in manifest["splits"]["eval"]:
         data = json.loads((tmp_path / "instances" / "v1" / "instances" / f"{iid}.json").read_text())
         assert data["evaluator"]["brief"]["source"] in ("llm:gemma-local", "extractive_fallback")

@@ -228,7 +228,7 @@ def build_instances(config: Config, client=None, *, log=print) -> dict[str, Any]
             "brief": {"file": briefs.BRIEF_PROMPT, "sha256": sha256_file(briefs.PROMPTS_DIR / briefs.BRIEF_PROMPT)},
             "grader": {"file": grading.GRADE_PROMPT, "sha256": sha256_file(grading.PROMPTS_DIR / grading.GRADE_PROMPT)},
         },
-        "models": _models(config),
+        "models": _models(ic, client),
         "splits": {"eval": list(instance_files)},
         "instances": instance_files,
         "corpus": {"file": CORPUS_FILE, "sha256": sha256_file(out / CORPUS_FILE), "papers": len(papers),
@@ -251,11 +251,9 @@ def write_corpus(papers: list[Paper], path: Path) -> None:
     }), path)
 
 
-def _models(config: Config) -> dict[str, Any]:
-    """The endpoints (name and model id) that graded and wrote briefs, when an LLM did."""
-    ic = config.inspire
+def _models(ic, client) -> dict[str, Any]:
+    """The endpoints (name and the model id the client sends) that graded and wrote briefs, when an LLM did."""
     used = {"grader": ic.grading.model if ic.grading.grader == "llm" else None,
             "brief": ic.brief.model if ic.brief.mode == "llm" else None}
-    endpoints = {m.name: m for m in config.llm.models}
-    return {role: ({"endpoint": name, "model": endpoints[name].model if name in endpoints else None} if name else None)
+    return {role: ({"endpoint": name, "model": client.endpoint(name).model} if name else None)
             for role, name in used.items()}
