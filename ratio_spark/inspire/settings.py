@@ -129,7 +129,7 @@ class BriefConfig(_Strict):
         r"employ|apply|extend|adapt|leverag|train|formulat|cast|frame|show|demonstrat|find|achiev|obtain|outperform|"
         r"evaluat|compar|releas|provid|offer|explor|investigat|tackl|address|argu|report|perform|conduct|experiment|"
         r"test|analy[sz]|examin|learn|model|implement|combin|augment|improv|incorporat|exploit|enhanc|annotat|"
-        r"make|treat|view|reformulat|cast|introduc|establish|identif|captur|integrat|util)\w*"
+        r"make|treat|view|reformulat|establish|identif|captur|integrat|util)\w*"
         r"|in this (?:paper|work|article|study)|here,? we|our (?:approach|method|model|system|framework|results?|"
         r"experiments?|work|analysis|findings|contributions?|algorithm|technique|architecture)|the proposed|novel)\b"
     )
