@@ -16,7 +16,8 @@ PYTHON_HALF = ("ratio_spark.core", "ratio_spark.evaluation", "ratio_spark.llm", 
                "ratio_spark.lexicon.loader", "ratio_spark.lexicon.matcher", "ratio_spark.lexicon.curation.llm",
                "ratio_spark.lexicon.curation.formats", "ratio_spark.lexicon.curation.build",
                "ratio_spark.lexicon.curation.patterns", "ratio_spark.cli", "ratio_spark.pipeline.contracts",
-               "ratio_spark.humaneval")
+               "ratio_spark.humaneval",
+               "ratio_spark.inspire")
 
 
 def all_modules() -> dict[str, Path]:
@@ -88,6 +89,7 @@ def test_the_cycle_check_finds_a_cycle():
 def test_the_python_half_imports_without_pyspark():
     modules = sorted(m for m in all_modules() if m.startswith(PYTHON_HALF))
     assert {"ratio_spark.evaluation.runner", "ratio_spark.llm.client", "ratio_spark.cli.main"} <= set(modules)
+    assert "ratio_spark.inspire.service" in modules
     code = (
         "import importlib, importlib.abc, sys\n"
         "class Block(importlib.abc.MetaPathFinder):\n"

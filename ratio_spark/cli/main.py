@@ -18,6 +18,7 @@ COMMAND_GROUPS: dict[str, str] = {
     "evaluate": "ratio_spark.cli.evaluate",
     "models": "ratio_spark.cli.models",
     "humaneval": "ratio_spark.cli.humaneval",
+    "inspire": "ratio_spark.cli.inspire",
 }
 
 

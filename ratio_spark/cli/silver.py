@@ -9,7 +9,6 @@ markers vs acceptance). See docs/silver.md.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from pathlib import Path
@@ -82,48 +81,11 @@ def _load(args):
     return load_config(args.conf, args.overrides)
 
 
-@contextlib.contextmanager
 def _client(config, args):
-    """An LLMClient for the llm: section, plus the bundled local server when --local-server is given.
-    Yields (client, endpoint name)."""
-    from ratio_spark.llm import LLMClient, LLMSettings
+    """An LLMClient for the llm: section (plus the bundled local server with --local-server): (client, endpoint)."""
+    from ratio_spark.cli.common import llm_client
 
-    settings = getattr(config, "llm", None) or LLMSettings()
-    model = args.model or config.silver.model
-    if args.local_server:
-        import signal
-
-        from ratio_spark.llm.local_server import LocalLlamaServer
-
-        # SIGTERM (timeout, kill) must unwind through the context manager, or the server outlives us;
-        # as an interrupt, so the user is told how to resume.
-        def _interrupt(*_):
-            raise KeyboardInterrupt
-
-        previous = signal.signal(signal.SIGTERM, _interrupt)
-        print("starting the local gemma server (llama.cpp on 127.0.0.1) ...", flush=True)
-        try:
-            server = LocalLlamaServer(port=args.local_port).start()
-        except BaseException:
-            signal.signal(signal.SIGTERM, previous)
-            raise
-        try:
-            # One request at a time, long timeout: llama.cpp serves one request at a time, and on a busy
-            # CPU a queued request would time out and be re-sent while the server still works on it.
-            endpoint = server.endpoint(name=model).model_copy(update={"max_concurrency": 1, "timeout_s": 600})
-            others = [m for m in settings.models if m.name != endpoint.name]
-            settings = settings.model_copy(update={"models": [*others, endpoint]})
-            yield LLMClient(settings), model
-        finally:
-            server.stop()
-            signal.signal(signal.SIGTERM, previous)
-        return
-    if not any(m.name == model for m in settings.models):
-        raise LookupError(
-            f"no endpoint named {model!r} in the llm: section (have: {[m.name for m in settings.models]}); "
-            "add one, pass --model, or use --local-server"
-        )
-    yield LLMClient(settings), model
+    return llm_client(config.llm, args.model or config.silver.model, args.local_server, args.local_port)
 
 
 def _print_frame(title: str, frame) -> None:

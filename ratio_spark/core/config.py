@@ -20,6 +20,7 @@ from ratio_spark.evaluation.settings import EvaluationConfig
 from ratio_spark.llm.settings import LLMSettings
 from ratio_spark.silver.settings import SilverConfig
 from ratio_spark.humaneval.settings import HumanEvalConfig
+from ratio_spark.inspire.settings import InspireConfig
 
 
 class JarsConfig(StrictModel):
@@ -117,6 +118,13 @@ class SegmentConfig(StrictModel):
     min_letters_ratio: float = 0.5  # below this share of letters a sentence is flagged malformed
 
 
+class CitationsConfig(StrictModel):
+    """Resolving bibliography entries to corpus papers (the ``citations`` stage; docs/inspire.md)."""
+
+    year_tolerance: int = Field(1, ge=0)  # a title match needs |entry year - paper year| <= this
+    min_title_words: int = Field(3, ge=1)  # shorter titles ("Deep learning") never match by title alone
+
+
 class CitationFilter(StrictModel):
     """Drop a pair whose query or gold contains a citation, as the released benchmark does ("noise removal",
     appendix B.1): a query must read on its own. The one place of the patterns (docs/mining.md lists them):
@@ -208,6 +216,7 @@ class Config(StrictModel):
     inputs: list[InputConfig] = Field(default_factory=list)
     ingest: IngestConfig = Field(default_factory=IngestConfig)
     segment: SegmentConfig = Field(default_factory=SegmentConfig)
+    citations: CitationsConfig = Field(default_factory=CitationsConfig)
     mining: MiningConfig = Field(default_factory=MiningConfig)
     splits: SplitsConfig = Field(default_factory=SplitsConfig)
     release: ReleaseConfig = Field(default_factory=ReleaseConfig)
@@ -215,6 +224,7 @@ class Config(StrictModel):
     silver: SilverConfig = Field(default_factory=SilverConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
     humaneval: HumanEvalConfig = Field(default_factory=HumanEvalConfig)
+    inspire: InspireConfig = Field(default_factory=InspireConfig)
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)

@@ -61,6 +61,13 @@ def _table(name: str, one_row_per: str, columns: str, partition_by: tuple[str, .
 
 
 SECTIONS_TYPE = "array<struct<heading:string,paragraphs:array<string>>>"
+# A paper's bibliography as the readers parse it (ratio_spark.pipeline.ingest.bibliography): its entries and
+# the in-text mentions of them; the citations stage turns it into the `references` table.
+BIBLIOGRAPHY_TYPE = (
+    "struct<entries:array<struct<entry_id:string,title:string,authors:array<string>,year:int,venue:string,"
+    "doi:string,arxiv_id:string,acl_id:string,s2_id:string>>,"
+    "mentions:array<struct<entry_id:string,section_idx:int,para_idx:int,char_offset:int>>,problem:string>"
+)
 
 _TABLES = [
     _table("papers", "accepted paper", f"""
@@ -70,6 +77,7 @@ _TABLES = [
         date_source | string | the date rule that gave pub_date (tei_header_when, anthology_id, ...)
         title | string | the title, whitespace collapsed
         sections | {SECTIONS_TYPE} | sections in reading order, the abstract first; paragraphs cleaned
+        bibliography | {BIBLIOGRAPHY_TYPE} | bibliography entries and in-text mentions (null: the format has none)
         source_format | string | tei, s2orc_2020, s2orc_current or jsonl
         source_path | string | the file (and tar member or line) the paper came from
     """),
@@ -93,6 +101,28 @@ _TABLES = [
         text | string | the sentence as written
         norm_text | string | the paper's B.1 normalisation (lowercase, cleaned)
         norm_flag | string | why the sentence cannot be used (a Reason of stage segment), or null: flagged sentences are kept
+    """),
+    _table("references", "bibliography entry of a paper (the citations stage; docs/inspire.md)", """
+        paper_id | string | the citing paper
+        pub_date | date | the citing paper's date
+        entry_idx | int | position of the entry in the paper's bibliography
+        entry_id | string | the entry's id in the paper (TEI xml:id, S2ORC BIBREF id)
+        title | string | the entry's title, as parsed
+        authors | array<string> | the entry's authors, as parsed
+        year | int | the entry's year
+        venue | string | the entry's venue
+        doi | string | DOI, when given
+        arxiv_id | string | arXiv id, when given
+        acl_id | string | ACL Anthology id, when given
+        s2_id | string | Semantic Scholar / S2ORC id, when given
+        mention_count | bigint | in-text mentions of the entry
+        mention_sentence_ids | array<string> | sentences holding a mention, in text order
+        mention_sections | array<string> | section headings of those mentions
+        resolved_paper_id | string | the corpus paper it cites (null: unresolved)
+        resolved_pub_date | date | that paper's date
+        resolved_by | string | acl_id, s2_id, doi, arxiv_id or title_year
+        resolution_status | string | resolved, self_citation, ambiguous_title, no_usable_title or no_match
+        duplicate_of | string | an earlier entry of the same paper that resolves to the same paper
     """),
     _table("mined_pairs", "consecutive pair whose second sentence opens with a lexicon marker", """
         pair_id | string | p + 16 hex of the two sentence ids: stable across reruns

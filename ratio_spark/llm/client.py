@@ -36,8 +36,11 @@ from ratio_spark.llm.requests import (
     ChatResult,
     LLMError,
     PreparedRequest,
+    ToolChatRequest,
+    ToolChatResult,
     Validators,
     build_body,
+    build_tool_body,
     cache_key,
     parse_answer,
     reask_message,
@@ -190,7 +193,8 @@ class LLMClient:
 
     def _send(self, endpoint: ModelEndpoint, body: dict[str, Any]):
         client = self.sdk(endpoint)
-        standard = {"model", "messages", "response_format", "temperature", "max_tokens", "max_completion_tokens"}
+        standard = {"model", "messages", "response_format", "temperature", "max_tokens", "max_completion_tokens",
+                    "tools", "tool_choice"}
         kwargs = {k: v for k, v in body.items() if k in standard}
         extra = {k: v for k, v in body.items() if k not in standard}
         return self.call_with_retries(
@@ -302,6 +306,41 @@ class LLMClient:
         finally:
             bar.close()
         pool.shutdown(wait=True)
+
+    def chat_with_tools(self, request: ToolChatRequest, model: str) -> ToolChatResult:
+        """One tool-using turn, under the same transient-error policy and cache as ``complete_json``.
+
+        The answer (text, tool calls with their raw argument strings, finish reason) is cached as it came,
+        valid or not: whether a tool call is malformed is the caller's business, and a rerun of the same
+        conversation replays the same answer. Errors of the call itself are returned, not cached.
+        """
+        endpoint = self.endpoint(model)
+        body = build_tool_body(endpoint, request)
+        key = cache_key(endpoint, body)
+        self._count(endpoint.name, requests=1)
+        hit = self.cache.get(key)
+        if hit is not None:
+            self._count(endpoint.name, cached=1)
+            return ToolChatResult(request.request_id, endpoint.name, hit.data["content"], hit.data["tool_calls"],
+                                  hit.data["finish_reason"], None, True)
+        response, error, detail = self._send(endpoint, body)
+        if error is None and not response.choices:
+            error, detail = "empty_response", "the server returned no choices"
+        if error:
+            self._count(endpoint.name, failed=1)
+            return ToolChatResult(request.request_id, endpoint.name, None, [], None, error, False, detail=detail)
+        pt = ct = 0
+        if response.usage is not None:
+            pt, ct = response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0
+            self._count(endpoint.name, prompt_tokens=pt, completion_tokens=ct)
+        choice = response.choices[0]
+        calls = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
+                 for c in (choice.message.tool_calls or []) if getattr(c, "function", None) is not None]
+        data = {"content": choice.message.content, "tool_calls": calls, "finish_reason": choice.finish_reason}
+        self.cache.put(key, endpoint=endpoint.name, model=endpoint.model, request_id=request.request_id, data=data,
+                       prompt_tokens=pt, completion_tokens=ct)
+        return ToolChatResult(request.request_id, endpoint.name, data["content"], calls, data["finish_reason"], None,
+                              False, pt, ct)
 
     def run_batch(self, requests: Iterable[ChatRequest], model: str, *, state_dir: str | Path,
                   poll_interval_s: float = 30, max_wait_s: float | None = None,

@@ -52,6 +52,15 @@ _CONTRACTS = [
         implementation="ratio_spark.pipeline.stages:segment_stage",
     ),
     StageContract(
+        name="citations",
+        help="bibliography entries and their in-text mentions into references, resolved to corpus papers",
+        reads={"papers": ("paper_id", "pub_date", "title", "sections", "bibliography"),
+               "sentences": ("sentence_id", "paper_id", "section_idx", "para_idx", "char_start")},
+        writes=("references",),
+        drops_table=None,  # every entry becomes a row; unresolved ones say why (resolution_status)
+        implementation="ratio_spark.pipeline.stages:citations_stage",
+    ),
+    StageContract(
         name="mine",
         help="match lexicon markers over consecutive sentence pairs into mined_pairs (+ stats_mining)",
         reads={"sentences": _SENTENCE_COLUMNS_MINED},

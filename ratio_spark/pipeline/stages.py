@@ -81,6 +81,22 @@ def segment_stage(io: StageIO) -> dict[str, Any]:
     }
 
 
+def citations_stage(io: StageIO) -> dict[str, Any]:
+    """``papers`` (their ``bibliography``) + ``sentences`` -> ``references``: one row per bibliography entry,
+    with its mention sentences and the corpus paper it cites (``pipeline/citations.py``)."""
+    from ratio_spark.pipeline.citations import build_references, citations_summary
+
+    papers, sentences = io.read("papers"), io.read("sentences")
+    io.log("locating mentions in sentences and resolving bibliography entries")
+    references, outcomes = build_references(papers, sentences, io.config.citations)
+    written = io.write("references", references)
+    summary = citations_summary(papers, written, outcomes)
+    entries = papers.select(F.sum(F.size(F.coalesce("bibliography.entries", F.array())))).first()[0] or 0
+    summary["reconciled"] = reconcile("citations", "bibliography entries", entries,
+                                      {"references": summary["bibliography_entries"]}, {})
+    return summary
+
+
 def mine_stage(io: StageIO) -> dict[str, Any]:
     """``sentences`` -> ``mined_pairs`` (+ ``stats_mining``): marker matching over consecutive pairs."""
     from ratio_spark.lexicon.loader import load_lexicon
@@ -201,4 +217,6 @@ def export_stage(io: StageIO) -> dict[str, Any]:
 
 # Each stage with its contract's checks: STAGES["mine"](spark, config) -> summary.
 STAGES = {name: partial(run_stage, stage=name) for name in PIPELINE}
-run_ingest, run_segment, run_mine, run_pools, run_export = (STAGES[name] for name in PIPELINE)
+run_ingest, run_segment, run_citations, run_mine, run_pools, run_export = (
+    STAGES[name] for name in ("ingest", "segment", "citations", "mine", "pools", "export")
+)

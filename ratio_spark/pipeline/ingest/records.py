@@ -14,6 +14,7 @@ from typing import Any, TypedDict
 from pyspark.sql import types as T
 
 from ratio_spark.core.text import collapse_whitespace
+from ratio_spark.pipeline.ingest.bibliography import BIBLIOGRAPHY_TYPE
 
 SECTION_TYPE = T.StructType(
     [
@@ -31,6 +32,8 @@ RECORD_SCHEMA = T.StructType(
         T.StructField("date_source", T.StringType()),  # which rule set the date
         T.StructField("title", T.StringType()),
         T.StructField("sections", T.ArrayType(SECTION_TYPE)),
+        # entries + in-text mentions (ratio_spark.pipeline.ingest.bibliography); null: the format has none
+        T.StructField("bibliography", BIBLIOGRAPHY_TYPE),
         T.StructField("source_format", T.StringType()),
         T.StructField("source_path", T.StringType()),
         T.StructField("reject_reason", T.StringType()),
@@ -47,6 +50,7 @@ class ParsedRecord(TypedDict, total=False):
     date_source: str | None
     title: str | None
     sections: list[dict[str, Any]] | None
+    bibliography: dict[str, Any] | None
     source_format: str
     source_path: str
     reject_reason: str | None
@@ -64,8 +68,9 @@ def reject(source_format: str, source_path: str, reason: str, detail: str, paper
 
 
 def paper_record(source_format: str, source_path: str, paper_id: str, title: Any, sections: list[dict],
-                 date: dict | None, date_source: str) -> ParsedRecord:
-    """An accepted paper; ``date`` is a ``dates.ParsedDate`` (None until a later rule sets it)."""
+                 date: dict | None, date_source: str, bibliography: dict | None = None) -> ParsedRecord:
+    """An accepted paper; ``date`` is a ``dates.ParsedDate`` (None until a later rule sets it);
+    ``bibliography`` as ``ingest.bibliography.bibliography`` builds it (None: the format has none)."""
     return {
         "paper_id": paper_id,
         "pub_date": date["pub_date"] if date else None,
@@ -73,6 +78,7 @@ def paper_record(source_format: str, source_path: str, paper_id: str, title: Any
         "date_source": date_source,
         "title": (collapse_whitespace(title) or None) if isinstance(title, str) else None,
         "sections": sections,
+        "bibliography": bibliography,
         "source_format": source_format,
         "source_path": source_path,
         "reject_reason": None,
