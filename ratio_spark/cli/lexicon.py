@@ -93,15 +93,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _load_config(args):
     from ratio_spark.core.config import load_config
 
-    return load_config(args.conf, args.overrides)  # ConfigError is a ValueError: run() reports it
+    return load_config(args.conf, args.overrides)
 
 
 def _read_phrases(path: str) -> list[str]:
-    from ratio_spark.lexicon.curation.formats import normalise_marker, read_candidates, read_decisions
+    from ratio_spark.lexicon.curation.formats import LexiconInputError, normalise_marker, read_candidates, read_decisions
 
     p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"--phrases {path}: file not found")
+    if not p.is_file():
+        raise LexiconInputError(f"--phrases {path}: file not found")
     header = p.read_text(encoding="utf-8").split("\n", 1)[0].split("\t")
     if "marker" in header and "move" in header:
         return sorted({c.marker for c in read_candidates(p)})
@@ -278,15 +278,7 @@ def _print(summary: dict) -> None:
 
 
 def run(args) -> int:
-    from ratio_spark.lexicon.loader import LexiconError
-    from ratio_spark.lexicon.curation.build import LexiconBuildError
-    from ratio_spark.lexicon.curation.formats import LexiconInputError
-
-    try:
-        summary = RUNNERS[args.lexicon_command](args)
-    except (LexiconInputError, LexiconBuildError, LexiconError, FileNotFoundError, ValueError) as exc:
-        print(f"ratio-spark lexicon {args.lexicon_command}: {exc}", file=sys.stderr)
-        return 2
+    summary = RUNNERS[args.lexicon_command](args)
     _print(summary)
     if getattr(args, "summary_json", None):
         Path(args.summary_json).parent.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -44,30 +43,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     label.add_argument("--max-tokens", type=int, default=160)
 
 
-def _fail(message: str) -> int:
-    print(f"ratio-spark lexicon-llm: {message}", file=sys.stderr)
-    return 2
-
-
 def run(args: argparse.Namespace) -> int:
     from ratio_spark.core.config import ConfigError, load_config
-    from ratio_spark.lexicon.loader import LexiconError
-    from ratio_spark.lexicon.curation.llm import LexiconLLMError
-    from ratio_spark.llm import LLMClient, LLMError
+    from ratio_spark.llm import LLMClient
 
-    try:
-        config = load_config(args.conf, args.overrides)
-    except ConfigError as exc:
-        return _fail(str(exc))
+    config = load_config(args.conf, args.overrides)
     if not config.llm.models:
-        return _fail("no LLM endpoints configured: add them under llm.models (see conf/llm-local.yaml)")
-    try:
-        with LLMClient(config.llm) as client:
-            summary = _generate(args, config, client) if args.action == "generate" else _label(args, config, client)
-            summary["usage"] = client.usage()
-            print("\nLLM usage (this run):\n" + client.usage_report())
-    except (LLMError, LexiconLLMError, LexiconError) as exc:
-        return _fail(str(exc))
+        raise ConfigError("no LLM endpoints configured: add them under llm.models (see conf/llm-local.yaml)")
+    with LLMClient(config.llm) as client:
+        summary = _generate(args, config, client) if args.action == "generate" else _label(args, config, client)
+        summary["usage"] = client.usage()
+        print("\nLLM usage (this run):\n" + client.usage_report())
     if args.summary_json:
         Path(args.summary_json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.summary_json).write_text(json.dumps(summary, indent=2))

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from ratio_spark.cli.common import add_config_args, print_summary
-from ratio_spark.core.config import Config, ConfigError, load_config
+from ratio_spark.core.config import Config, load_config
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -51,11 +50,7 @@ def run_stages(config: Config, stages: list[str]) -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = load_config(args.conf, args.overrides)
-    except ConfigError as exc:
-        print(f"ratio-spark: {exc}", file=sys.stderr)
-        return 2
+    config = load_config(args.conf, args.overrides)
     if args.command == "config":
         print(config.to_yaml(), end="")
         return 0

@@ -26,6 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ratio_spark.core.errors import UserError
+
 MOVES = ("address", "broaden", "specify")
 SPLITS = ("train", "validation", "test")
 QuerySet = Literal["all", "silver"]
@@ -34,7 +36,7 @@ QUERY_COLUMNS = ["query_id", "move", "query_text", "gold_candidate_id", "exclude
 CANDIDATE_COLUMNS = ["candidate_id", "text", "source", "gold_moves", "paper_id"]
 
 
-class BenchmarkDataError(ValueError):
+class BenchmarkDataError(UserError, ValueError):
     """The benchmark cannot be loaded as asked (missing table, unknown split or move, broken contract)."""
 
 

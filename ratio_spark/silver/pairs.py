@@ -11,6 +11,8 @@ from typing import Callable
 
 import pandas as pd
 
+from ratio_spark.core.errors import UserError
+
 PAIR_COLUMNS = [
     "query_id", "split", "move", "marker", "marker_entry", "pair_id", "paper_id",
     "query_text_original", "gold_text_original", "gold_candidate_id",
@@ -19,7 +21,7 @@ PAIR_COLUMNS = [
 _TERMINAL = (".", "?", "!", ":", ";")
 
 
-class PairsError(ValueError):
+class PairsError(UserError, ValueError):
     """The tables needed for the silver set are missing or inconsistent."""
 
 

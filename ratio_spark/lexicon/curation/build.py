@@ -54,6 +54,7 @@ from ratio_spark.lexicon.curation.formats import (
     read_labels,
     write_tsv,
 )
+from ratio_spark.core.errors import UserError
 
 MARKER_COLUMNS = (*COLUMNS, "provenance")
 SOURCE_ORDER = {s: i for i, s in enumerate(SOURCES)}
@@ -62,7 +63,7 @@ EXTENSION_MODES = ("prefix", "enumerate")
 DETAIL_LIMIT = 500
 
 
-class LexiconBuildError(ValueError):
+class LexiconBuildError(UserError, ValueError):
     """The sources cannot be merged as they are; the message lists every conflict and how to settle it."""
 
 

@@ -28,6 +28,7 @@ from typing import Iterable
 
 from ratio_spark.lexicon.loader import DISTRACTOR_CATEGORIES, MOVES, SOURCES
 from ratio_spark.core.text import normalize_text
+from ratio_spark.core.errors import UserError
 
 CANDIDATE_COLUMNS = ("marker", "move", "source", "provenance")
 LABEL_COLUMNS = ("marker", "move", "label", "labeller", "reason")
@@ -39,7 +40,7 @@ SOURCE_FILES = {"manual": "spans.tsv", "extension": "extension.tsv", "llm": "llm
 LABELS_FILE = "labels.tsv"
 
 
-class LexiconInputError(ValueError):
+class LexiconInputError(UserError, ValueError):
     """A candidates, labels or decisions file that breaks the format; the message lists every problem."""
 
 

@@ -32,6 +32,7 @@ import yaml
 
 from ratio_spark.lexicon.loader import DEFAULT_LEXICON_DIR
 from ratio_spark.llm import ChatRequest, LLMClient
+from ratio_spark.core.errors import UserError
 
 PROMPTS_DIR = DEFAULT_LEXICON_DIR / "prompts"
 GENERATE_PROMPT = "generate_markers.v1.txt"
@@ -45,7 +46,7 @@ MAX_MARKER_WORDS = 10  # curated spans have at most 7 words; extensions add up t
 _PHRASE = re.compile(r"[a-z0-9][a-z0-9 '\-/]*")
 
 
-class LexiconLLMError(ValueError):
+class LexiconLLMError(UserError, ValueError):
     """A prompt, move definition or candidate file that cannot be used; the message says which and why."""
 
 

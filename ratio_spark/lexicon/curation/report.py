@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ratio_spark.lexicon.loader import DEFAULT_LEXICON_DIR, DISTRACTOR_CATEGORIES, MOVES, SOURCES, Lexicon
+from ratio_spark.lexicon.curation.formats import LexiconInputError
 from ratio_spark.lexicon.matcher import PairCutter, opening_regex
 from ratio_spark.pipeline.pairs import consecutive_pairs
 
@@ -109,7 +110,7 @@ def occurrences(
             raise ValueError("against=mined_pairs needs the mined_pairs table")
         versions = [r[0] for r in mined_pairs.select("lexicon_version").distinct().collect()]
         if versions and versions != [lexicon.version]:
-            raise ValueError(
+            raise LexiconInputError(
                 f"mined_pairs was mined with lexicon {versions}, not {lexicon.version!r}: mine with this lexicon "
                 f"first (--set mining.lexicon=...), or report against pairs or sentences"
             )
