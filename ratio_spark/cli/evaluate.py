@@ -83,10 +83,14 @@ def run(args) -> int:
     config = load_config(args.conf, args.overrides)
     settings = _settings(args, config)
 
+    from ratio_spark.cli.preflight import model_checks, require
     from ratio_spark.evaluation.data import BenchmarkDataError, load_split
     from ratio_spark.evaluation.models import offline
+    from ratio_spark.evaluation.settings import parse_retriever_spec
 
     offline()
+    specs = [parse_retriever_spec(spec) for spec in settings.retrievers]
+    require(model_checks([s["model"] for s in specs if "model" in s], settings.models))
     source = settings.source or config.tables.root
     silver = settings.silver_table or (config.tables.location("silver") if not settings.source else None)
     started = time.perf_counter()

@@ -18,16 +18,17 @@ from pathlib import Path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ratio_spark.cli.common import add_config_args
-    from ratio_spark.lexicon.loader import DEFAULT_LEXICON_DIR
 
     actions = parser.add_subparsers(dest="action", required=True)
     generate = actions.add_parser("generate", help="propose new markers of a move with one or more models")
     label = actions.add_parser("label", help="label candidates strong_true / weak_true / false")
     for sub in (generate, label):
         add_config_args(sub)
-        sub.add_argument("--version", required=True, help="lexicon version to write candidates for (lexicons/<version>/candidates/)")
-        sub.add_argument("--lexicon-root", default=str(DEFAULT_LEXICON_DIR), help="folder holding the lexicon versions")
-        sub.add_argument("--prompts-dir", default=None, help="folder of the prompt files (default: lexicons/prompts)")
+        sub.add_argument("--version", required=True, help="lexicon version to write candidates for (<lexicon-root>/<version>/candidates/)")
+        sub.add_argument("--lexicon-root", default="lexicons",
+                         help="folder holding your lexicon versions (default: lexicons, in the working directory)")
+        sub.add_argument("--prompts-dir", default=None, help="folder of the prompt files (default: the shipped ones, "
+                         "ratio_spark/lexicons/prompts)")
     generate.add_argument("--move", action="append", required=True, help="move to generate for (repeatable)")
     generate.add_argument("--models", nargs="+", help="endpoint names from llm.models (default: all of them)")
     generate.add_argument("--seed-lexicon", help="lexicon whose markers of the move are the seeds (default: mining.lexicon)")

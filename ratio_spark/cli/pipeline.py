@@ -19,6 +19,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     for name, help_text in commands:
         parser = sub.add_parser(name, help=help_text)
         add_config_args(parser)
+        if name != "config":
+            parser.add_argument("--check", action="store_true",
+                                help="run the pre-flight checks only (inputs, lexicon, tables, roots, jars) and exit")
         parser.set_defaults(handler=run)
     jars = sub.add_parser("jars", help="fetch the Delta Lake and Spark NLP jars with Maven (cached) and list them")
     jars.add_argument("--profile", default="spark35")
@@ -54,9 +57,15 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "config":
         print(config.to_yaml(), end="")
         return 0
+    from ratio_spark.cli.preflight import pipeline_checks, print_report, require
     from ratio_spark.pipeline.stages import PIPELINE
 
     stages = PIPELINE if args.command == "run" else [args.command]
+    checks = pipeline_checks(config, stages)
+    if args.check:
+        print_report(", ".join(stages), checks)
+        return 0 if all(c.ok for c in checks) else 2
+    require(checks)
     summaries = run_stages(config, stages)
     if args.summary_json:
         Path(args.summary_json).parent.mkdir(parents=True, exist_ok=True)

@@ -132,6 +132,23 @@ def resolve_model(name: str, aliases: dict[str, str] | None = None, install: boo
     return name  # a hub name, found in the local Hugging Face cache or not at all
 
 
+def check_model_available(name: str, aliases: dict[str, str] | None = None) -> str:
+    """Where ``name`` resolves, without downloading or installing anything; ``ModelError`` says how to get it."""
+    resolved = resolve_model(name, aliases, install=False)
+    if Path(resolved).is_dir():
+        return resolved
+    repo_id = resolved if "/" in resolved else f"sentence-transformers/{resolved}"  # as sentence-transformers does
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(repo_id, local_files_only=True)
+    except Exception:  # noqa: BLE001 - not in the local cache (or no huggingface_hub): the same answer
+        raise ModelError(
+            f"model {name!r} is neither an alias ({', '.join(ALIASES)}), a local folder, nor in the local Hugging Face "
+            f"cache ({repo_id}); nothing is downloaded at run time: give a folder or install it first"
+        ) from None
+
+
 def display_name(name: str) -> str:
     if name in ALIASES:
         return ALIASES[name].display

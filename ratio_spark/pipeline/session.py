@@ -8,6 +8,7 @@ import sys
 from pyspark.sql import SparkSession
 
 from ratio_spark.core.config import SparkConfig
+from ratio_spark.core.errors import UserError
 from ratio_spark.pipeline.jars import ensure_jars
 
 _DELTA_CONF = {
@@ -34,6 +35,19 @@ def _prepare_local_environment() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
+def _jars_given_to_spark_submit(config: SparkConfig) -> bool | None:
+    """Under spark-submit the driver JVM runs before this code, so jars added now never reach its class
+    path: they must come with ``--jars``. True/False: were they given; None: not under spark-submit."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return None
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM, so SparkConf() sees its settings
+    submitted = SparkConf().get("spark.jars", "") or ""
+    artifacts = [coordinate.split(":")[1] for coordinate in config.jars.packages]
+    return all(artifact in submitted for artifact in artifacts)
+
+
 def build_spark_session(config: SparkConfig) -> SparkSession:
     """Return a SparkSession with Delta Lake and Spark NLP available, as ``config`` describes."""
     builder = SparkSession.builder.appName(config.app_name)
@@ -45,8 +59,16 @@ def build_spark_session(config: SparkConfig) -> SparkSession:
             settings.update(_LOCAL_DEFAULTS)
     settings.update(_DELTA_CONF)
     if config.jars.mode == "local":
-        jars = ensure_jars(config.jars.profile, config.jars.cache_dir)
-        settings["spark.jars"] = ",".join(str(j) for j in jars)
+        submitted = _jars_given_to_spark_submit(config)
+        if submitted is False:
+            raise UserError(
+                "spark-submit started the driver before ratio-spark could add the Delta Lake and Spark NLP jars "
+                "(spark.jars.mode: local): pass them with spark-submit --jars \"$(ratio-spark jars --comma)\", "
+                "or set spark.jars.mode to packages (Spark fetches them) or provided (the cluster has them)"
+            )
+        if submitted is None:
+            jars = ensure_jars(config.jars.profile, config.jars.cache_dir)
+            settings["spark.jars"] = ",".join(str(j) for j in jars)
     elif config.jars.mode == "packages":
         settings["spark.jars.packages"] = ",".join(config.jars.packages)
     settings.update(config.conf)

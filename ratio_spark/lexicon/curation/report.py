@@ -29,18 +29,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ratio_spark.lexicon.loader import DEFAULT_LEXICON_DIR, DISTRACTOR_CATEGORIES, MOVES, SOURCES, Lexicon
+from ratio_spark.lexicon.loader import DISTRACTOR_CATEGORIES, MOVES, SOURCES, Lexicon, lexicon_folder
 from ratio_spark.lexicon.curation.formats import LexiconInputError
 from ratio_spark.lexicon.matcher import PairCutter, opening_regex
 from ratio_spark.pipeline.pairs import consecutive_pairs
 
 AGAINST = ("mined_pairs", "pairs", "sentences")
 SOURCE_NAMES = {"manual": "Manual curation", "extension": "Extendable connective", "llm": "LLM generation", "pattern": "Pattern expansion"}
-
-
-def lexicon_folder(path: str | Path) -> Path:
-    folder = Path(path)
-    return folder if folder.exists() or folder.is_absolute() else DEFAULT_LEXICON_DIR / str(path)
 
 
 def read_provenance(folder: str | Path) -> dict[str, dict]:
@@ -286,7 +281,7 @@ def lexicon_report(
     provenance = read_provenance(folder)
     rows, per_marker = table4(lexicon, provenance, found)
     build_file = lexicon_folder(folder) / "build.json"
-    candidates = json.loads(build_file.read_text()).get("candidates_by_source") if build_file.exists() else None
+    candidates = json.loads(build_file.read_text(encoding="utf-8")).get("candidates_by_source") if build_file.is_file() else None
     meta = {"lexicon": lexicon.version, "lexicon_folder": str(lexicon_folder(folder)), "markers": len(lexicon.markers),
             "against": against, "corpus": corpus or None, **examined}
     summary = write_report(out, lexicon, rows, per_marker, meta, produced_by_source(lexicon, provenance, found), candidates)
