@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import re
 
 from lxml import etree
@@ -63,7 +64,9 @@ def parse_tei(data: bytes, source_path: str, options: ReaderOptions) -> list[Par
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        if not data.lstrip().startswith(b"<?xml") or b"encoding=" not in data[:200]:
+        # Other encodings are fine when the XML says which: a UTF-16 byte-order mark, or a declared encoding.
+        declared = data.lstrip().startswith(b"<?xml") and b"encoding=" in data[:200]
+        if not (declared or data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))):
             return [reject(FORMAT, source_path, Reason.UNDECODABLE_BYTES, f"not valid UTF-8: {exc}", paper_id)]
     try:
         # collect_ids=False: GROBID sometimes repeats an xml:id (formula_15), harmless for reading.
