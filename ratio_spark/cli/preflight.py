@@ -160,7 +160,11 @@ def pipeline_checks(config: Config, stages: list[str]) -> list[Check]:
     if any(STAGE_WRITES[s] for s in stages):
         checks.append(_writable("tables root", config.tables.root))
     if "export" in stages:
-        checks.append(_writable("release root", config.release.root))
+        if local_path(config.release.root) is None:  # the JSONL and BEIR files are written by the driver
+            checks.append(Check("release root", False, f"{config.release.root}: must be a path on the driver "
+                                                       "(a local folder or a mount such as /dbfs/...), not a URI"))
+        else:
+            checks.append(_writable("release root", config.release.root))
     return checks
 
 

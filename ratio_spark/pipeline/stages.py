@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from typing import Any
 
 from pyspark import StorageLevel
@@ -20,6 +21,15 @@ def _log(message: str) -> None:
     print(f"[ratio-spark {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
+@contextmanager
+def _phase(what: str):
+    """A progress line before a long phase and one with its time after it: no minute passes without a word."""
+    started = time.time()
+    _log(f"{what} ...")
+    yield
+    _log(f"{what}: done in {time.time() - started:.1f} s")
+
+
 def run_ingest(spark: SparkSession, config: Config) -> dict[str, Any]:
     """Inputs -> ``papers`` + ``rejects``; every input record lands in exactly one of them."""
     started = time.time()
@@ -27,11 +37,12 @@ def run_ingest(spark: SparkSession, config: Config) -> dict[str, Any]:
     result = ingest(spark, config)
     records = result.records.persist(StorageLevel.MEMORY_AND_DISK)  # papers and rejects reuse it
     try:
-        by_input = {r["source_format"]: r["count"] for r in records.groupBy("source_format").count().collect()}
-        _log("ingest: writing papers")
-        write_table(result.papers, table_location(config, "papers"))
-        _log("ingest: writing rejects")
-        write_table(result.rejects, table_location(config, "rejects"))
+        with _phase("ingest: reading and parsing every input unit"):
+            by_input = {r["source_format"]: r["count"] for r in records.groupBy("source_format").count().collect()}
+        with _phase("ingest: writing papers"):
+            write_table(result.papers, table_location(config, "papers"))
+        with _phase("ingest: writing rejects"):
+            write_table(result.rejects, table_location(config, "rejects"))
         input_records = sum(by_input.values())
     finally:
         records.unpersist()
@@ -109,7 +120,8 @@ def run_mine(spark: SparkSession, config: Config) -> dict[str, Any]:
     matched, mined = mine_pairs(spark, sentences, lexicon, config.mining)
     matched = matched.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        write_table(mined, table_location(config, "mined_pairs"))
+        with _phase("mine: matching and writing mined_pairs"):
+            write_table(mined, table_location(config, "mined_pairs"))
         examined_by_year = {
             r["year"]: r["count"]
             for r in pairs_for_mining(sentences).groupBy(F.year("pub_date").alias("year")).count().collect()
@@ -162,20 +174,23 @@ def run_pools(spark: SparkSession, config: Config) -> dict[str, Any]:
 
     started = time.time()
     mined = read_table(spark, config, "mined_pairs")
-    _log("pools: assigning temporal splits and building the shared candidate pool of each split")
-    assignment = assign_splits(mined, config.splits)
-    split_summary = assignment.summary()
+    with _phase("pools: assigning temporal splits"):
+        assignment = assign_splits(mined, config.splits)
+        split_summary = assignment.summary()
     build = build_pools(assignment.pairs)
-    write_table(build.queries, table_location(config, "queries"), partition_by=["split"])
-    write_table(build.candidates, table_location(config, "candidates"), partition_by=["split"])
-    pool_summary = build.summary()
+    with _phase("pools: building and writing the queries and the shared candidate pool of each split"):
+        write_table(build.queries, table_location(config, "queries"), partition_by=["split"])
+        write_table(build.candidates, table_location(config, "candidates"), partition_by=["split"])
+    with _phase("pools: counting what the pools kept and dropped"):
+        pool_summary = build.summary()
     queries, candidates = read_table(spark, config, "queries"), read_table(spark, config, "candidates")
-    _log("pools: leakage checks")
-    leakage = check_leakage(queries, candidates, config.splits)
+    with _phase("pools: leakage checks"):
+        leakage = check_leakage(queries, candidates, config.splits)
     pairs_examined = read_table(spark, config, "stats_mining").agg(F.sum("pairs_examined")).first()[0]
     stats = benchmark_stats(mined, queries, candidates, pairs_examined)
-    for name, frame in stats.items():
-        write_table(frame, table_location(config, name))
+    with _phase(f"pools: writing the statistics tables ({', '.join(stats)})"):
+        for name, frame in stats.items():
+            write_table(frame, table_location(config, name))
     yields = {
         r["label"]: {"pairs": r["pairs"], "per_1000_pairs": round(r["pairs_per_1000"], 3)}
         for r in read_table(spark, config, "stats_yield").collect()
