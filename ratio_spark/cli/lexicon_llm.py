@@ -4,7 +4,7 @@
     ratio-spark lexicon-llm label    --conf conf/llm-local.yaml --version v2 --model gemma-local
 
 Endpoints come from the ``llm:`` section of the configuration. ``generate`` merges new candidates into
-``lexicons/<version>/candidates/llm.tsv``; ``label`` labels the generated candidates of that folder
+``<lexicon-root>/<version>/candidates/llm.tsv`` (``--lexicon-root``, default ``lexicons``); ``label`` labels the generated candidates of that folder
 (``llm.tsv``, ``pattern.tsv``; other sources with ``--sources``) and merges the labels into ``labels.tsv``. Both print a summary of counts and the LLM usage.
 """
 

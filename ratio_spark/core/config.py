@@ -130,7 +130,7 @@ class SegmentConfig(_Strict):
 class MiningConfig(_Strict):
     """Marker matching over consecutive sentence pairs (the paper's §4.2 and appendix B.1)."""
 
-    lexicon: str = "v1"  # a folder under lexicons/, or a path to a lexicon folder
+    lexicon: str = "v1"  # a shipped version (v1, v2: ratio_spark/lexicons/), or the path of a lexicon folder
     min_chars: int = 35  # query and gold sentences shorter than this are dropped
     require_comma: bool = True  # a marker counts only when a comma follows it ("For example, ...")
     max_extension_words: int = 5  # extendable connectives: words after the prefix, up to a comma
