@@ -51,28 +51,24 @@ class ErrorReport:
 
 # Spark errors caused by user input, recognised by their error class or Java exception, with a hint.
 # Each entry: (pattern over "<exception class>: <message>", line template using the match's groups).
-_SPARK_INPUT_ERRORS: list[tuple[re.Pattern, str]] = [
-    (re.compile(r"\[PATH_NOT_FOUND\] Path does not exist: (\S+?)\.?(\s|$)"),
+_NOT_A_TABLE = "{0} is not a Delta table: run the stage that writes it first, or point tables.root at a tables folder"
+_SPARK_INPUT_ERRORS: list[tuple[str, str]] = [
+    (r"\[PATH_NOT_FOUND\] Path does not exist: (\S+?)\.?(\s|$)",
      "input path does not exist: {0} (check inputs[].path / metadata_path, or the table location)"),
-    (re.compile(r"\[DELTA_TABLE_NOT_FOUND\] Delta table `([^`]+)` doesn't exist"),
-     "{0} is not a Delta table: run the stage that writes it first, or point tables.root at a tables folder"),
-    (re.compile(r"\[DELTA_MISSING_DELTA_TABLE\].*?`?([^`\s]+)`? is not a Delta table"),
-     "{0} is not a Delta table: run the stage that writes it first, or point tables.root at a tables folder"),
-    (re.compile(r"(\S+) is not a Delta table"),
-     "{0} is not a Delta table: run the stage that writes it first, or point tables.root at a tables folder"),
-    (re.compile(r"\[(?:UNRESOLVED_COLUMN|FIELD_NOT_FOUND)[^\]]*\][^`]*`([^`]+)`"),
+    (r"\[DELTA_TABLE_NOT_FOUND\] Delta table `([^`]+)` doesn't exist", _NOT_A_TABLE),
+    (r"\[DELTA_MISSING_DELTA_TABLE\].*?`?([^`\s]+)`? is not a Delta table", _NOT_A_TABLE),
+    (r"(\S+) is not a Delta table", _NOT_A_TABLE),
+    (r"\[(?:UNRESOLVED_COLUMN|FIELD_NOT_FOUND)[^\]]*\][^`]*`([^`]+)`",
      "a table lacks the column `{0}`: it was written by another version of ratio-spark; rerun the stage that writes it"),
-    (re.compile(r"java\.nio\.file\.AccessDeniedException: (\S+)"),
-     "permission denied: {0} (choose a writable tables.root / release.root)"),
-    (re.compile(r"(?:java\.io\.FileNotFoundException|java\.nio\.file\.NoSuchFileException): (\S+)"),
+    (r"java\.nio\.file\.AccessDeniedException: (\S+)", "permission denied: {0} (choose a writable tables.root / release.root)"),
+    (r"(?:java\.io\.FileNotFoundException|java\.nio\.file\.NoSuchFileException): (\S+)",
      "file not found: {0} (was it moved or deleted while the run read it?)"),
-    (re.compile(r"\[DELTA_CANNOT_CREATE_LOG_PATH\] Cannot create (\S+?)(?:/_delta_log)?(?:\s|$)"),
+    (r"\[DELTA_CANNOT_CREATE_LOG_PATH\] Cannot create (\S+?)(?:/_delta_log)?(?:\s|$)",
      "cannot create a table at {0}: choose a writable tables.root (is a part of the path a file?)"),
-    (re.compile(r"Parent path is not a directory: (\S+)"),
-     "{0} is a file, not a folder: choose another tables.root / release.root"),
-    (re.compile(r"(?:Mkdirs failed to create|Cannot create directory|Unable to create directory) (\S+?)(?:/_delta_log)?(?:\s|$)"),
+    (r"Parent path is not a directory: (\S+)", "{0} is a file, not a folder: choose another tables.root / release.root"),
+    (r"(?:Mkdirs failed to create|Cannot create directory|Unable to create directory) (\S+?)(?:/_delta_log)?(?:\s|$)",
      "cannot create {0}: choose a writable tables.root / release.root"),
-    (re.compile(r"org\.apache\.hadoop\.fs\.UnsupportedFileSystemException: No FileSystem for scheme \"?(\w+)"),
+    (r"org\.apache\.hadoop\.fs\.UnsupportedFileSystemException: No FileSystem for scheme \"?(\w+)",
      "no file system for '{0}://' paths in this Spark: use a path this cluster can read (or add its connector)"),
 ]
 
@@ -93,7 +89,7 @@ def describe_spark_error(exc: BaseException) -> str | None:
         return None
     text = f"{name}: {exc}"
     for pattern, template in _SPARK_INPUT_ERRORS:
-        found = pattern.search(text)
+        found = re.search(pattern, text)
         if found:
             return template.format(*found.groups())
     return None
