@@ -80,8 +80,8 @@ def run_segment(spark: SparkSession, config: Config) -> dict[str, Any]:
     """``papers`` -> ``sentences`` (Spark NLP in the JVM)."""
     started = time.time()
     papers = read_table(spark, config, "papers")
-    _log("segment: splitting paragraphs into sentences (Spark NLP SentenceDetector)")
-    write_table(segment_papers(papers, config.segment), table_location(config, "sentences"))
+    with _phase("segment: splitting paragraphs into sentences (Spark NLP SentenceDetector) and writing them"):
+        write_table(segment_papers(papers, config.segment), table_location(config, "sentences"))
     sentences = read_table(spark, config, "sentences")
     row = sentences.agg(
         F.count("*").alias("sentences"),
