@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 
 from ratio_spark.core.config import Config
+from ratio_spark.core.errors import TableNotFoundError
 
 def table_location(config: Config, name: str) -> str:
     return config.tables.location(name)
@@ -23,6 +24,6 @@ def read_table(spark: SparkSession, config: Config, name: str) -> DataFrame:
     try:
         return spark.read.format("delta").load(location)
     except Exception as exc:  # AnalysisException: not a Delta table / path missing
-        raise FileNotFoundError(
+        raise TableNotFoundError(
             f"table {name!r} not found at {location}: run the stage that writes it first ({exc.__class__.__name__})"
         ) from None
