@@ -35,6 +35,15 @@ def _text_of(element: etree._Element) -> str:
     return _WS.sub(" ", "".join(parts)).strip()
 
 
+def _utf16_xml(data: bytes) -> bool:
+    if not data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return False
+    try:
+        return data.decode("utf-16").lstrip().startswith("<")
+    except UnicodeDecodeError:
+        return False
+
+
 def _clean(text: str, options: ReaderOptions) -> str:
     return dehyphenate(text) if options.dehyphenate else text
 
@@ -64,9 +73,10 @@ def parse_tei(data: bytes, source_path: str, options: ReaderOptions) -> list[Par
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        # Other encodings are fine when the XML says which: a UTF-16 byte-order mark, or a declared encoding.
+        # Other encodings are fine when the XML says which: a declared encoding, or a UTF-16 byte-order mark
+        # in front of text that is UTF-16 XML.
         declared = data.lstrip().startswith(b"<?xml") and b"encoding=" in data[:200]
-        if not (declared or data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))):
+        if not (declared or _utf16_xml(data)):
             return [reject(FORMAT, source_path, Reason.UNDECODABLE_BYTES, f"not valid UTF-8: {exc}", paper_id)]
     try:
         # collect_ids=False: GROBID sometimes repeats an xml:id (formula_15), harmless for reading.
