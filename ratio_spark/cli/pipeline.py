@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ratio_spark.cli.common import add_config_args, print_summary
 from ratio_spark.core.config import Config, load_config
+from ratio_spark.core.errors import USAGE_EXIT
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     checks = pipeline_checks(config, stages)
     if args.check:
         print_report(", ".join(stages), checks)
-        return 0 if all(c.ok for c in checks) else 2
+        return 0 if all(c.ok for c in checks) else USAGE_EXIT
     require(checks)
     summaries = run_stages(config, stages)
     if args.summary_json:
