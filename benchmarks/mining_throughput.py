@@ -49,7 +49,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(REPO / "benchmarks/results/mining_throughput.json"))
     args = parser.parse_args()
 
-    config = load_config(REPO / "conf/local.yaml", [f"spark.master={args.master}"])
+    config = load_config("local", [f"spark.master={args.master}"])
     spark = build_spark_session(config.spark)
     lexicon = load_lexicon(args.lexicon)
     cutter = pair_cutter(lexicon, MiningConfig())

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything ratio-spark needs, idempotently: a venv with the pinned packages and the
 # Delta Lake / Spark NLP jars (resolved once with Maven, cached in ~/.cache/ratio-spark/jars).
-# Needs: Python 3.10-3.12, Java 17 and Maven on PATH.
+# Needs: Python 3.10-3.12, Java 17 and Maven on PATH. RATIO_EXTRAS picks the extras: dev,eval (the default,
+# what the tests need, llama.cpp included) or eval (what scripts/demo.sh needs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,4 +1,5 @@
-"""The jobs as a cluster runs them: through the real spark-submit, with the code shipped as a zip."""
+"""A run killed midway and rerun gives the same rows. (The jobs under spark-submit, from a zip and a wheel:
+tests/test_cluster_recipe.py.)"""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import pytest
 from deltalake import DeltaTable
 
 from ratio_spark.core.config import load_config
-from ratio_spark.pipeline.jars import ensure_jars
 from ratio_spark.pipeline.stages import PIPELINE, STAGES
 
 from conftest import REPO_ROOT
@@ -39,24 +39,6 @@ def job_env() -> dict:
 def table_rows(location: str) -> list:
     frame = DeltaTable(location).to_pandas()
     return sorted(map(str, frame.astype(str).itertuples(index=False)))
-
-
-@pytest.mark.slow
-def test_ingest_job_runs_under_spark_submit_from_a_zip(tmp_path):
-    corpus = small_corpus(tmp_path, 4)
-    archive = shutil.make_archive(str(tmp_path / "ratio_spark"), "zip", REPO_ROOT, "ratio_spark")
-    jars = ",".join(str(j) for j in ensure_jars())
-    cmd = [
-        str(VENV_BIN / "spark-submit"), "--master", "local[2]", "--jars", jars, "--py-files", archive,
-        str(REPO_ROOT / "jobs" / "ingest.py"),
-        "--conf", str(REPO_ROOT / "conf" / "sample.yaml"),
-        "--set", "spark.master=null", "--set", "spark.jars.mode=provided",
-        "--set", f"tables.root={tmp_path / 'tables'}", "--set", f"inputs.0.path={corpus}",
-    ]
-    result = subprocess.run(cmd, capture_output=True, text=True, env=job_env(), timeout=600, cwd=tmp_path)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert f"from {archive}" in result.stdout  # the zipped package ran, not the checkout
-    assert len(DeltaTable(str(tmp_path / "tables" / "papers")).to_pandas()) == 4
 
 
 @pytest.mark.slow

@@ -88,7 +88,8 @@ def test_the_cycle_check_finds_a_cycle():
 
 def test_the_python_half_imports_without_pyspark():
     modules = sorted(m for m in all_modules() if m.startswith(PYTHON_HALF))
-    assert {"ratio_spark.evaluation.runner", "ratio_spark.llm.client", "ratio_spark.cli.main"} <= set(modules)
+    assert {"ratio_spark.evaluation.runner", "ratio_spark.llm.client", "ratio_spark.cli.main",
+            "ratio_spark.cli.preflight"} <= set(modules)
     assert "ratio_spark.inspire.service" in modules
     code = (
         "import importlib, importlib.abc, sys\n"

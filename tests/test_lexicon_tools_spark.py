@@ -238,7 +238,7 @@ def test_lexicon_spans_job_runs_under_spark_submit(sample_sentences, tmp_path):
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]", "--jars", ",".join(map(str, ensure_jars())),
            "--py-files", archive, str(REPO_ROOT / "jobs" / "lexicon_spans.py"),
            "--set", "spark.master=null", "--set", "spark.jars.mode=provided", "--set", f"tables.root={root}",
-           "--top", "5", "--per-span", "2", "--lexicon", str(REPO_ROOT / "lexicons" / "v1"), "--out", str(tmp_path / "job")]
+           "--top", "5", "--per-span", "2", "--lexicon", "v1", "--out", str(tmp_path / "job")]
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]

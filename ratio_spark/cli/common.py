@@ -40,6 +40,7 @@ def print_summary(summary: dict) -> None:
 def llm_client(settings, model: str, local_server: bool = False, local_port: int | None = None):
     """Yield (LLMClient, endpoint name) for the ``llm:`` settings; with ``local_server``, the bundled gemma
     model is started on 127.0.0.1 (and stopped after) and serves the endpoint named ``model``."""
+    from ratio_spark.core.config import ConfigError
     from ratio_spark.llm import LLMClient, LLMSettings
 
     settings = settings or LLMSettings()
@@ -72,7 +73,7 @@ def llm_client(settings, model: str, local_server: bool = False, local_port: int
             signal.signal(signal.SIGTERM, previous)
         return
     if not any(m.name == model for m in settings.models):
-        raise LookupError(
+        raise ConfigError(
             f"no endpoint named {model!r} in the llm: section (have: {[m.name for m in settings.models]}); "
             "add one, pass --model, or use --local-server"
         )

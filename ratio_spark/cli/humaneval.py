@@ -60,11 +60,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="how labels of several annotators become one relevance (default: majority)")
 
 
-def _fail(message: str) -> int:
-    print(f"ratio-spark humaneval: {message}", file=sys.stderr)
-    return 2
-
-
 def _settings(args):
     from ratio_spark.core.config import load_config
 
@@ -72,6 +67,9 @@ def _settings(args):
 
 
 def _cmd_assign(args) -> int:
+    from pydantic import ValidationError
+
+    from ratio_spark.core.config import ConfigError, validation_message
     from ratio_spark.evaluation.data import read_silver
     from ratio_spark.humaneval.assign import (AssignError, build_study, load_inputs, read_annotators, read_run,
                                               read_subfields, write_links)
@@ -84,7 +82,10 @@ def _cmd_assign(args) -> int:
         "depth": args.depth, "assignment": args.assignment, "overlap": args.overlap,
         "moves": [m.strip() for m in args.moves.split(",") if m.strip()] if args.moves else None,
     }.items() if v is not None}
-    h = type(h).model_validate({**h.model_dump(), **updates})
+    try:
+        h = type(h).model_validate({**h.model_dump(), **updates})
+    except ValidationError as exc:
+        raise ConfigError(validation_message(exc, "invalid humaneval settings", prefix="humaneval.")) from None
     if len(args.system) != 2:
         raise AssignError(f"give exactly two --system NAME=RUN (got {len(args.system)})")
     runs = []
@@ -184,21 +185,4 @@ COMMANDS = {"assign": _cmd_assign, "serve": _cmd_serve, "report": _cmd_report, "
 
 
 def run(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
-    from ratio_spark.core.config import ConfigError
-    from ratio_spark.evaluation.data import BenchmarkDataError
-    from ratio_spark.humaneval.analysis import AnalysisError
-    from ratio_spark.humaneval.assign import AssignError
-    from ratio_spark.humaneval.study import StudyError
-    from ratio_spark.silver.pairs import PairsError
-
-    try:
-        return COMMANDS[args.humaneval_command](args)
-    except KeyboardInterrupt:
-        return 130
-    except ValidationError as exc:
-        lines = [f"  humaneval.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
-        return _fail("invalid settings:\n" + "\n".join(lines))
-    except (ConfigError, AssignError, StudyError, AnalysisError, PairsError, BenchmarkDataError) as exc:
-        return _fail(str(exc))
+    return COMMANDS[args.humaneval_command](args)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -63,11 +62,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--max-instances", type=int, help="only the first N instances of the manifest (as `run` took them)")
 
 
-def _fail(message: str) -> int:
-    print(f"ratio-spark inspire: {message}", file=sys.stderr)
-    return 2
-
-
 def _instances_folder(config, args) -> Path:
     return Path(args.instances) if getattr(args, "instances", None) else Path(config.inspire.root) / config.inspire.version
 
@@ -89,13 +83,15 @@ def _cmd_build(config, args) -> int:
     import contextlib
 
     from ratio_spark.cli.common import llm_client, print_summary
+    from ratio_spark.core.config import ConfigError
     from ratio_spark.inspire.build import build_instances
 
     ic = config.inspire
     models = {m for m in (ic.grading.model if ic.grading.grader == "llm" else None,
                           ic.brief.model if ic.brief.mode == "llm" else None) if m}
     if len(models) > 1 and args.local_server:
-        return _fail("--local-server serves one endpoint; grading.model and brief.model differ")
+        raise ConfigError("--local-server serves one endpoint, but inspire.grading.model and inspire.brief.model "
+                          "differ: set both to one endpoint, or leave out --local-server")
     started = time.time()
     context = llm_client(config.llm, next(iter(models)), args.local_server, args.local_port) if models \
         else contextlib.nullcontext((None, None))
@@ -127,6 +123,7 @@ def _cmd_run(config, args) -> int:
     import contextlib
 
     from ratio_spark.cli.common import llm_client
+    from ratio_spark.core.config import ConfigError
     from ratio_spark.inspire import agent
     from ratio_spark.inspire.instances import InstanceSet
     from ratio_spark.inspire.manifest import code_commit, now_utc, sha256_file, write_json
@@ -137,7 +134,8 @@ def _cmd_run(config, args) -> int:
     instance_ids = list(InstanceSet.load(folder).instances)[: args.max_instances]
     settings = config.inspire.agent
     if args.policy == "agent" and not settings.model:
-        return _fail("--policy agent needs inspire.agent.model (an endpoint name of the llm: section)")
+        raise ConfigError("--policy agent needs inspire.agent.model (an endpoint name of the llm: section): "
+                          "set it, e.g. --set inspire.agent.model=gemma-local")
     with contextlib.ExitStack() as stack:
         url = args.service
         if url is None:
@@ -181,13 +179,15 @@ def _cmd_run(config, args) -> int:
 def _cmd_score(config, args) -> int:
     from ratio_spark.inspire.instances import InstanceSet
     from ratio_spark.inspire.reports import write_reports
+    from ratio_spark.inspire.scoring import ScoringError
 
     instances = InstanceSet.load(_instances_folder(config, args))
     runs = {}
     for run_id in args.run_ids:
         folder = Path(args.runs) / "trajectories" / run_id
         if not folder.is_dir():
-            return _fail(f"no trajectories for run {run_id!r} at {folder}")
+            raise ScoringError(f"no trajectories for run {run_id!r} at {folder}: check --runs and --run "
+                               "(the folder and run id given to `ratio-spark inspire run`)")
         runs[run_id] = folder
     summaries = write_reports(instances, runs, config.inspire.scoring, args.out, args.clean_only, args.max_instances)
     print((Path(args.out) / "results.md").read_text())
@@ -200,13 +200,6 @@ COMMANDS = {"build": _cmd_build, "serve": _cmd_serve, "run": _cmd_run, "score": 
 
 
 def run(args: argparse.Namespace) -> int:
-    from ratio_spark.core.config import ConfigError, load_config
-    from ratio_spark.inspire.data import InspireDataError
-    from ratio_spark.inspire.instances import InstanceError
-    from ratio_spark.inspire.scoring import ScoringError
+    from ratio_spark.core.config import load_config
 
-    try:
-        config = load_config(args.conf, args.overrides)
-        return COMMANDS[args.inspire_command](config, args)
-    except (ConfigError, InspireDataError, InstanceError, ScoringError, LookupError) as exc:
-        return _fail(str(exc))
+    return COMMANDS[args.inspire_command](load_config(args.conf, args.overrides), args)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from ratio_spark.cli.common import add_config_args, print_summary
-from ratio_spark.core.config import Config, ConfigError, load_config
+from ratio_spark.core.config import Config, load_config
+from ratio_spark.core.errors import USAGE_EXIT
 from ratio_spark.pipeline.contracts import CONTRACTS, PIPELINE  # declarations only: no pyspark for --help
 
 
@@ -19,6 +19,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     for name, help_text in commands:
         parser = sub.add_parser(name, help=help_text)
         add_config_args(parser)
+        if name != "config":
+            parser.add_argument("--check", action="store_true",
+                                help="run the pre-flight checks only (inputs, lexicon, tables, roots, jars) and exit")
         parser.set_defaults(handler=run)
     jars = sub.add_parser("jars", help="fetch the Delta Lake and Spark NLP jars with Maven (cached) and list them")
     jars.add_argument("--profile", default="spark35")
@@ -50,15 +53,18 @@ def run_stages(config: Config, stages: list[str]) -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = load_config(args.conf, args.overrides)
-    except ConfigError as exc:
-        print(f"ratio-spark: {exc}", file=sys.stderr)
-        return 2
+    config = load_config(args.conf, args.overrides)
     if args.command == "config":
         print(config.to_yaml(), end="")
         return 0
+    from ratio_spark.cli.preflight import pipeline_checks, print_report, require
+
     stages = PIPELINE if args.command == "run" else [args.command]
+    checks = pipeline_checks(config, stages)
+    if args.check:
+        print_report(", ".join(stages), checks)
+        return 0 if all(c.ok for c in checks) else USAGE_EXIT
+    require(checks)
     summaries = run_stages(config, stages)
     if args.summary_json:
         Path(args.summary_json).parent.mkdir(parents=True, exist_ok=True)

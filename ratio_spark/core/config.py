@@ -9,18 +9,27 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from ratio_spark.core.errors import UserError
 from ratio_spark.core.strict import StrictModel
 from ratio_spark.evaluation.settings import EvaluationConfig
-from ratio_spark.llm.settings import LLMSettings
-from ratio_spark.silver.settings import SilverConfig
 from ratio_spark.humaneval.settings import HumanEvalConfig
 from ratio_spark.inspire.settings import InspireConfig
+from ratio_spark.llm.settings import LLMSettings
+from ratio_spark.silver.settings import SilverConfig
+
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
+
+
+# Configurations that ship inside the package: platform defaults (local, databricks, emr).
+SHIPPED_CONF_DIR = resources.files("ratio_spark") / "conf"
 
 
 class JarsConfig(StrictModel):
@@ -156,7 +165,7 @@ class CitationFilter(StrictModel):
 class MiningConfig(StrictModel):
     """Marker matching over consecutive sentence pairs (the paper's §4.2 and appendix B.1; docs/mining.md)."""
 
-    lexicon: str = "v1"  # a folder under lexicons/, or a path to a lexicon folder
+    lexicon: str = "v1"  # a shipped version (v1, v2: ratio_spark/lexicons/), or the path of a lexicon folder
     min_chars: int = 35  # query and gold sentences shorter than this are dropped
     require_comma: bool = True  # a marker counts only when a comma follows it ("For example, ...")
     # Extendable connectives: words after the prefix, up to a comma (the released benchmark allows 3).
@@ -230,7 +239,7 @@ class Config(StrictModel):
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A configuration file or override that does not validate; the message names the key."""
 
 
@@ -254,15 +263,26 @@ def _set_dotted(tree: dict, dotted: str, value: Any) -> None:
 
 
 def _apply_override(tree: dict, override: str) -> None:
-    if "=" not in override:
-        raise ConfigError(f"override {override!r} must look like key.path=value")
-    key, raw = override.split("=", 1)
-    value = yaml.safe_load(raw) if raw != "" else None
+    key, eq, raw = override.partition("=")
+    if not eq or not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"--set {override!r} must look like key.path=value (e.g. --set spark.master=local[4])")
     # spark.conf keys contain dots themselves: spark.conf.spark.sql.shuffle.partitions=4
     if key.startswith("spark.conf."):
         tree.setdefault("spark", {}).setdefault("conf", {})[key[len("spark.conf."):]] = raw
         return
-    _set_dotted(tree, key, value)
+    try:
+        value = yaml.safe_load(raw) if raw != "" else None
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: a date-like value that is no date (2020-13-01)
+        problem = _yaml_problem(exc) if isinstance(exc, yaml.YAMLError) else str(exc)
+        raise ConfigError(f"--set {key}={raw}: the value is not valid YAML ({problem}); quote it or fix it") from None
+    try:
+        _set_dotted(tree, key, value)
+    except (ValueError, TypeError, AttributeError):
+        # e.g. inputs.first.path (a list needs an index) or spark.master.x (a value has no keys)
+        raise ConfigError(
+            f"--set {key}: this path does not lead to a setting (a list needs a number, a value has no keys); "
+            "`ratio-spark config` prints every key"
+        ) from None
 
 
 def _merge(base: dict, extra: dict) -> dict:
@@ -275,33 +295,70 @@ def _merge(base: dict, extra: dict) -> dict:
     return out
 
 
-def _read_yaml(path: Path) -> dict:
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark else problem
+
+
+def shipped_confs() -> list[str]:
+    """Names of the configurations shipped inside the package (``--conf local``, ``--conf databricks``...)."""
+    return sorted(p.name.removesuffix(".yaml") for p in SHIPPED_CONF_DIR.iterdir() if p.name.endswith(".yaml"))
+
+
+def _find_conf(name: str, relative_to: Path | None) -> Path | Traversable:
+    """A configuration file: a path (relative to the file that extends it), else a shipped one by name."""
+    local = (relative_to / name) if relative_to is not None else Path(name)
+    if local.is_file():
+        return local.resolve()
+    shipped = SHIPPED_CONF_DIR / (name if name.endswith(".yaml") else f"{name}.yaml")
+    if "/" not in name and shipped.is_file():
+        return shipped
+    raise ConfigError(f"configuration file not found: {local} (and no shipped configuration {name!r}; "
+                      f"shipped: {', '.join(shipped_confs())})")
+
+
+def _read_yaml(source: Path | Traversable) -> dict:
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"configuration file not found: {path}") from None
+        data = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+        raise ConfigError(f"{source} is not valid YAML: {_yaml_problem(exc)}; fix the syntax there") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read configuration {source}: {exc}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping")
-    # A file may extend another one, relative to itself.
+        raise ConfigError(f"{source}: the top level must be a mapping (key: value lines)")
+    # A file may extend another one: relative to itself, or a shipped configuration by name.
     parent = data.pop("extends", None)
     if parent:
-        data = _merge(_read_yaml((path.parent / parent).resolve()), data)
+        data = _merge(_read_yaml(_find_conf(str(parent), source.parent if isinstance(source, Path) else None)), data)
     return data
+
+
+def validation_message(exc: ValidationError, title: str, prefix: str = "") -> str:
+    """Every failing key on one line: ``title: key: problem (got value); key: ...``."""
+    problems = []
+    for err in exc.errors():
+        key = prefix + ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            problems.append(f"{key}: unknown key (`ratio-spark config` prints the valid ones)")
+            continue
+        got = "" if err["type"] == "missing" else f" (got {_short(err['input'])})"
+        problems.append(f"{key}: {err['msg']}{got}")
+    return f"{title}: " + "; ".join(problems)
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def load_config(path: str | os.PathLike | None = None, overrides: list[str] | None = None) -> Config:
     """Load a YAML configuration (optionally ``extends:`` another), apply overrides, validate."""
-    tree = _read_yaml(Path(path)) if path else {}
+    tree = _read_yaml(_find_conf(str(path), None)) if path else {}
     for override in overrides or []:
         _apply_override(tree, override)
     try:
         return Config.model_validate(tree)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            key = ".".join(str(p) for p in err["loc"])
-            lines.append(f"  {key}: {err['msg']}" + (f" (got {err['input']!r})" if err["type"] != "missing" else ""))
         source = f" in {path}" if path else ""
-        raise ConfigError(f"invalid configuration{source}:\n" + "\n".join(lines)) from None
+        raise ConfigError(validation_message(exc, f"invalid configuration{source}")) from None

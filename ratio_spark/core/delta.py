@@ -20,12 +20,14 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from ratio_spark.core.errors import MissingTableError, UserError
 
-class DeltaTableMissing(FileNotFoundError):
+
+class DeltaTableMissing(MissingTableError):
     """No Delta table at the location; the message says which stage or command writes it."""
 
 
-class DeltaColumnsMissing(ValueError):
+class DeltaColumnsMissing(UserError, ValueError):
     """The table lacks columns the caller reads."""
 
 

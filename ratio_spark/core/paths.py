@@ -8,6 +8,7 @@ environment variable (CI caches a folder, a cluster puts models on a shared disk
     embeddings  RATIO_EMBEDDINGS_DIR     pool and query embeddings of the evaluation
     llm         (llm.cache_dir)          the LLM answer cache
     wheels      RATIO_WHEELS             the llama-cpp-python wheel scripts/setup.sh builds (shell)
+    logs        RATIO_SPARK_LOG_DIR      the full trace of a command that failed (``ratio_spark.cli.main``)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ CACHE_KINDS = {
     "embeddings": "RATIO_EMBEDDINGS_DIR",
     "llm": None,
     "wheels": "RATIO_WHEELS",
+    "logs": "RATIO_SPARK_LOG_DIR",
 }
 
 

@@ -256,7 +256,10 @@ class Reason:
 
     # ingest: an input record that is not a paper (table rejects)
     EMPTY_FILE = _reason("empty_file", "ingest", "record", "the file is zero bytes, or a per-file input holds only whitespace")
-    UNREADABLE_FILE = _reason("unreadable_file", "ingest", "record", "a .gz or tar file that cannot be opened")
+    UNREADABLE_FILE = _reason("unreadable_file", "ingest", "record", "a compressed file or tar archive (or member) that is corrupt or not what its name says")
+    TRUNCATED_FILE = _reason("truncated_file", "ingest", "record", "a compressed file or tar archive that ends early (line files and archives keep the records before the cut)")
+    UNSUPPORTED_COMPRESSION = _reason("unsupported_compression", "ingest", "record", "a .zst, .lz4, .snappy, .br, .zip, .7z or .rar file")
+    FILE_TOO_LARGE = _reason("file_too_large", "ingest", "record", "a file read whole that is over 2 GiB (Spark's binaryFile limit)")
     UNDECODABLE_BYTES = _reason("undecodable_bytes", "ingest", "record", "not valid UTF-8 (decoded strictly)")
     MALFORMED_XML = _reason("malformed_xml", "ingest", "record", "tei: the XML parser fails")
     MALFORMED_JSON = _reason("malformed_json", "ingest", "record", "not JSON, or an s2orc_current annotation that is not JSON")

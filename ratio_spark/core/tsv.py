@@ -12,7 +12,10 @@ from __future__ import annotations
 import csv
 import os
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
+
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
 
 
 def _field(value: object) -> str:
@@ -37,17 +40,18 @@ def write_tsv(path: str | os.PathLike, header: Iterable[str], rows: Iterable[Ite
     return n
 
 
-def read_tsv(path: str | os.PathLike, required: Iterable[str] = (), *, comments: bool = False,
+def read_tsv(path: str | os.PathLike | Traversable, required: Iterable[str] = (), *, comments: bool = False,
              error: type[Exception] = ValueError) -> list[tuple[int, dict[str, str]]]:
     """(line number, row) for every non-blank row; values stripped, a missing value is "".
 
+    ``path`` may be a file of the package data (``importlib.resources``; inside a zip it is no ``Path``).
     ``required``: columns the header must have (else ``error`` names the missing ones). ``comments``:
     lines starting with ``#`` are skipped (pattern templates and term lists use them).
     """
-    path = Path(path)
-    if not path.exists():
+    path = Path(path) if isinstance(path, (str, os.PathLike)) else path
+    if not path.is_file():
         raise error(f"{path}: file not found")
-    with path.open(newline="", encoding="utf-8") as handle:
+    with path.open("r", newline="", encoding="utf-8") as handle:
         line_no = 0
 
         def lines() -> Iterator[str]:

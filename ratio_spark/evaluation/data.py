@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ratio_spark.core.delta import DeltaColumnsMissing, is_delta_table, read_delta
+from ratio_spark.core.errors import UserError
 from ratio_spark.core.schema import MOVES, SPLITS
 
 QuerySet = Literal["all", "silver"]
@@ -35,7 +36,7 @@ QUERY_COLUMNS = ["query_id", "move", "query_text", "gold_candidate_id", "exclude
 CANDIDATE_COLUMNS = ["candidate_id", "text", "source", "gold_moves", "paper_id"]
 
 
-class BenchmarkDataError(ValueError):
+class BenchmarkDataError(UserError, ValueError):
     """The benchmark cannot be loaded as asked (missing table, unknown split or move, broken contract)."""
 
 

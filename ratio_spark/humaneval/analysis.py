@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ratio_spark.core.errors import UserError
 from ratio_spark.evaluation.metrics import first_relevant_rank
 
 METRICS = ("HR", "P", "MRR")  # Table 2
@@ -32,7 +33,7 @@ MOVE_ORDER = ("specify", "address", "broaden")
 ALL = "all"
 
 
-class AnalysisError(ValueError):
+class AnalysisError(UserError, ValueError):
     """A study that cannot be analysed (no complete assignment, inconsistent tables)."""
 
 

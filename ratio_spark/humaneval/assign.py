@@ -27,11 +27,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from ratio_spark.core.errors import UserError
 from ratio_spark.humaneval.study import StudyContent, token_digest
 from ratio_spark.silver.sampling import sample_pairs, stable_rank_key
 
 
-class AssignError(ValueError):
+class AssignError(UserError, ValueError):
     """Inputs that cannot make a study (unreadable run, unknown annotator file, nothing to sample)."""
 
 

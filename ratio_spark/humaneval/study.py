@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from ratio_spark.core.errors import UserError
+
 SCHEMA_VERSION = "1"
 PREFERENCES = ("A", "B", "tie")
 MAX_COMMENT_CHARS = 5000
@@ -56,7 +58,7 @@ CREATE TABLE labels (
 """
 
 
-class StudyError(ValueError):
+class StudyError(UserError, ValueError):
     """A study file that cannot be created or opened, or an answer that does not fit the study."""
 
 

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ratio_spark.core.errors import UserError
 
-class InspireDataError(ValueError):
+
+class InspireDataError(UserError, ValueError):
     """A table Inspire needs is missing or lacks a column: the message says which stage writes it."""
 
 

@@ -7,10 +7,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ratio_spark.core.errors import UserError
 from ratio_spark.inspire.manifest import sha256_file
 
 
-class InstanceError(ValueError):
+class InstanceError(UserError, ValueError):
     """The instance folder is incomplete or does not match its manifest."""
 
 

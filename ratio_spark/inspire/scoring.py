@@ -26,10 +26,11 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ratio_spark.core.errors import UserError
 from ratio_spark.inspire.service import MALFORMED_KINDS, SUBMITTED, normalise_query
 
 
-class ScoringError(ValueError):
+class ScoringError(UserError, ValueError):
     """Trajectories that cannot be scored as they are (or a broken nesting check)."""
 
 

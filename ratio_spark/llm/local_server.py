@@ -26,10 +26,11 @@ from pathlib import Path
 
 from ratio_spark.core.paths import cache_dir
 from ratio_spark.llm.settings import ModelEndpoint
+from ratio_spark.core.errors import UserError
 
 
 
-class LocalServerError(RuntimeError):
+class LocalServerError(UserError, RuntimeError):
     """The local server could not be started (missing package, model, or it died on start-up)."""
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from ratio_spark.llm.cache import request_key
 from ratio_spark.llm.settings import ModelEndpoint
+from ratio_spark.core.errors import UserError
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 KEY_VERSION = 1  # bump when the request payload layout changes, so old cache rows are not reused wrongly
@@ -20,7 +21,7 @@ USAGE_FIELDS = (
 )
 
 
-class LLMError(RuntimeError):
+class LLMError(UserError, RuntimeError):
     """A configuration or usage problem (unknown endpoint, missing key, bad schema); not a per-request failure."""
 
 

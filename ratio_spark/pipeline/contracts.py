@@ -95,6 +95,11 @@ def writers_of(table: str) -> list[str]:
     ]
 
 
+def run_first(table: str) -> str:
+    """The command(s) that write ``table``, for a message about it being missing: "`ratio-spark mine`"."""
+    return " or ".join(f"`ratio-spark {w}`" for w in writers_of(table)) or "the stage that writes it"
+
+
 def reconcile(stage: str, unit: str, received: int, outputs: dict[str, int], dropped: dict[str, int]) -> str:
     """Check ``received = sum(outputs) + sum(dropped)``; raise ``ReconciliationError`` naming every number.
 

@@ -27,6 +27,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ratio_spark.core.config import SplitsConfig
+from ratio_spark.core.errors import RunFailure
 from ratio_spark.core.schema import SPLITS
 from ratio_spark.pipeline.pools import text_key
 
@@ -51,7 +52,7 @@ class LeakageFailure:
         return "\n".join(lines)
 
 
-class LeakageError(RuntimeError):
+class LeakageError(RunFailure, RuntimeError):
     """The built splits leak or cannot be scored; ``failures`` lists each failed check."""
 
     def __init__(self, failures: list[LeakageFailure]):

@@ -4,15 +4,17 @@ Before the stage starts: every table it reads exists and has the columns it read
 ``MissingTableError`` names the table, the missing columns and the stage to run first. While it runs,
 the stage reaches tables only through a ``StageIO``: it reads the declared columns of its declared
 inputs, writes only its declared outputs (each checked against ``core.schema.TABLES`` before anything is
-committed) and writes its drops (reasons from ``core.schema.Reason``). After it returns: every declared
-output was written, and ``stats_drops`` gets the stage's counts by reason.
+committed) and writes its drops (reasons from ``core.schema.Reason``); its progress lines go through
+``io.log`` and ``io.phase`` (a long phase with its time). After it returns: every declared output was
+written, and ``stats_drops`` gets the stage's counts by reason.
 """
 
 from __future__ import annotations
 
 import importlib
 import time
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -21,7 +23,7 @@ from pyspark.sql.types import StructType
 from ratio_spark.core.config import Config
 from ratio_spark.core.errors import ContractError, MissingTableError
 from ratio_spark.core.schema import REASONS, TABLES, Table
-from ratio_spark.pipeline.contracts import CONTRACTS, StageContract, writers_of
+from ratio_spark.pipeline.contracts import CONTRACTS, StageContract, run_first
 from ratio_spark.pipeline.tables import table_location, write_table
 
 
@@ -54,7 +56,7 @@ def check_inputs(spark: SparkSession, config: Config, contract: StageContract) -
     frames = {}
     for name, columns in contract.reads.items():
         location = table_location(config, name)
-        first = " or ".join(f"`ratio-spark {w}`" for w in writers_of(name)) or "the stage that writes it"
+        first = run_first(name)
         frame = _load_delta(spark, location)
         if frame is None:
             raise MissingTableError(
@@ -86,6 +88,14 @@ class StageIO:
 
     def log(self, message: str) -> None:
         log(f"{self.contract.name}: {message}")
+
+    @contextmanager
+    def phase(self, what: str) -> Iterator[None]:
+        """A progress line before a long phase and one with its time after it: no minute passes without a word."""
+        started = time.time()
+        self.log(f"{what} ...")
+        yield
+        self.log(f"{what}: done in {time.time() - started:.1f} s")
 
     def _write(self, name: str, df: DataFrame, replace_where: str | None = None) -> DataFrame:
         table = TABLES[name]

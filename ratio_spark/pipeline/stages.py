@@ -29,11 +29,12 @@ def ingest_stage(io: StageIO) -> dict[str, Any]:
     result = ingest(io.spark, io.config)
     records = result.records.persist(StorageLevel.MEMORY_AND_DISK)  # papers and rejects reuse it
     try:
-        by_format = {r["source_format"]: r["count"] for r in records.groupBy("source_format").count().collect()}
-        io.log("writing papers")
-        papers = io.write("papers", result.papers)
-        io.log("writing rejects")
-        io.write_drops(result.rejects)
+        with io.phase("reading and parsing every input unit"):
+            by_format = {r["source_format"]: r["count"] for r in records.groupBy("source_format").count().collect()}
+        with io.phase("writing papers"):
+            papers = io.write("papers", result.papers)
+        with io.phase("writing rejects"):
+            io.write_drops(result.rejects)
     finally:
         records.unpersist()
     rejected = io.dropped_by_reason()
@@ -59,8 +60,8 @@ def segment_stage(io: StageIO) -> dict[str, Any]:
     from ratio_spark.pipeline.segment import papers_without_sentences, segment_papers
 
     papers = io.read("papers")
-    io.log("splitting paragraphs into sentences (Spark NLP SentenceDetector)")
-    sentences = io.write("sentences", segment_papers(papers, io.config.segment))
+    with io.phase("splitting paragraphs into sentences (Spark NLP SentenceDetector) and writing them"):
+        sentences = io.write("sentences", segment_papers(papers, io.config.segment))
     row = sentences.agg(F.count("*").alias("sentences"), F.countDistinct("paper_id").alias("papers")).first()
     flags = {r["norm_flag"]: r["count"] for r in sentences.groupBy("norm_flag").count().collect()}
     clean = flags.pop(None, 0)
@@ -87,9 +88,9 @@ def citations_stage(io: StageIO) -> dict[str, Any]:
     from ratio_spark.pipeline.citations import build_references, citations_summary
 
     papers, sentences = io.read("papers"), io.read("sentences")
-    io.log("locating mentions in sentences and resolving bibliography entries")
-    references, outcomes = build_references(papers, sentences, io.config.citations)
-    written = io.write("references", references)
+    with io.phase("locating mentions in sentences, resolving bibliography entries and writing references"):
+        references, outcomes = build_references(papers, sentences, io.config.citations)
+        written = io.write("references", references)
     summary = citations_summary(papers, written, outcomes)
     entries = papers.select(F.sum(F.size(F.coalesce("bibliography.entries", F.array())))).first()[0] or 0
     summary["reconciled"] = reconcile("citations", "bibliography entries", entries,
@@ -108,9 +109,10 @@ def mine_stage(io: StageIO) -> dict[str, Any]:
     mining = mine_pairs(io.spark, sentences, lexicon, io.config.mining)
     matched = mining.matched.persist(StorageLevel.MEMORY_AND_DISK)  # the rows and the drops reuse it
     try:
-        n_matched = matched.count()
-        written = io.write("mined_pairs", mining.mined)
-        io.write_drops(mining.drops)
+        with io.phase("matching and writing mined_pairs and the dropped pairs"):
+            n_matched = matched.count()
+            written = io.write("mined_pairs", mining.mined)
+            io.write_drops(mining.drops)
     finally:
         matched.unpersist()
     examined_by_year = {
@@ -148,25 +150,28 @@ def pools_stage(io: StageIO) -> dict[str, Any]:
     from ratio_spark.pipeline.stats import benchmark_stats
 
     mined = io.read("mined_pairs")
-    io.log("assigning temporal splits and building the shared candidate pool of each split")
     splits = io.config.splits
-    assignment = assign_splits(mined, splits)
-    split_summary = assignment.summary()
+    with io.phase("assigning temporal splits"):
+        assignment = assign_splits(mined, splits)
+        split_summary = assignment.summary()
     build = build_pools(assignment.pairs)
-    queries = io.write("queries", build.queries)
-    candidates = io.write("candidates", build.candidates)
-    drops = io.write_drops(assignment.drops.unionByName(build.drops))
-    pool_summary = summarise_pools(
-        {(r["split"], r["role"]): r["count"] for r in assignment.labelled.groupBy("split", "role").count().collect()},
-        {(r["split"], r["move"]): r["count"] for r in queries.groupBy("split", "move").count().collect()},
-        {(r["split"], r["source"]): r["count"] for r in candidates.groupBy("split", "source").count().collect()},
-        drops,
-    )
-    io.log("leakage checks")
-    leakage = check_leakage(queries, candidates, splits)
+    with io.phase("building and writing the queries and the shared candidate pool of each split"):
+        queries = io.write("queries", build.queries)
+        candidates = io.write("candidates", build.candidates)
+    with io.phase("writing what the pools dropped and counting what they kept"):
+        drops = io.write_drops(assignment.drops.unionByName(build.drops))
+        pool_summary = summarise_pools(
+            {(r["split"], r["role"]): r["count"] for r in assignment.labelled.groupBy("split", "role").count().collect()},
+            {(r["split"], r["move"]): r["count"] for r in queries.groupBy("split", "move").count().collect()},
+            {(r["split"], r["source"]): r["count"] for r in candidates.groupBy("split", "source").count().collect()},
+            drops,
+        )
+    with io.phase("leakage checks"):
+        leakage = check_leakage(queries, candidates, splits)
     pairs_examined = io.read("stats_mining").agg(F.sum("pairs_examined")).first()[0]
-    stats = {name: io.write(name, frame)
-             for name, frame in benchmark_stats(mined, queries, candidates, pairs_examined).items()}
+    frames = benchmark_stats(mined, queries, candidates, pairs_examined)
+    with io.phase(f"writing the statistics tables ({', '.join(frames)})"):
+        stats = {name: io.write(name, frame) for name, frame in frames.items()}
     yields = {
         r["label"]: {"pairs": r["pairs"], "per_1000_pairs": round(r["pairs_per_1000"], 3)}
         for r in stats["stats_yield"].collect()
@@ -199,9 +204,9 @@ def export_stage(io: StageIO) -> dict[str, Any]:
     from ratio_spark.pipeline.export import export_release
 
     root = io.config.release.root
-    io.log(f"writing the release to {root}")
     queries, candidates = io.read("queries"), io.read("candidates")
-    manifest = export_release(queries, candidates, root)
+    with io.phase(f"writing the release to {root}"):
+        manifest = export_release(queries, candidates, root)
     released = manifest.get("splits", {})
     return {
         "release": root,

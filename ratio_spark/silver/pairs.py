@@ -12,6 +12,7 @@ from typing import Callable
 import pandas as pd
 
 from ratio_spark.core.delta import read_delta
+from ratio_spark.core.errors import UserError
 
 PAIR_COLUMNS = [
     "query_id", "split", "move", "marker", "marker_entry", "pair_id", "paper_id",
@@ -21,7 +22,7 @@ PAIR_COLUMNS = [
 _TERMINAL = (".", "?", "!", ":", ";")
 
 
-class PairsError(ValueError):
+class PairsError(UserError, ValueError):
     """The tables needed for the silver set are inconsistent (a missing table raises ``DeltaTableMissing``)."""
 
 

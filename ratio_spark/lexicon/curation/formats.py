@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from ratio_spark.core.errors import UserError
 from ratio_spark.core.schema import DISTRACTOR_CATEGORIES, MARKER_SOURCES, MOVES
 from ratio_spark.core.text import normalize_text
 from ratio_spark.core.tsv import read_tsv, write_tsv
@@ -38,7 +39,7 @@ SOURCE_FILES = {"manual": "spans.tsv", "extension": "extension.tsv", "llm": "llm
 LABELS_FILE = "labels.tsv"
 
 
-class LexiconInputError(ValueError):
+class LexiconInputError(UserError, ValueError):
     """A candidates, labels or decisions file that breaks the format; the message lists every problem."""
 
 

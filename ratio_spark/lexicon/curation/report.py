@@ -31,17 +31,13 @@ from pyspark.sql import types as T
 
 from ratio_spark.core.schema import DISTRACTOR_CATEGORIES, MARKER_SOURCES, MOVES
 from ratio_spark.core.tsv import read_tsv
-from ratio_spark.lexicon.loader import DEFAULT_LEXICON_DIR, Lexicon
+from ratio_spark.lexicon.curation.formats import LexiconInputError
+from ratio_spark.lexicon.loader import Lexicon, lexicon_folder
 from ratio_spark.lexicon.matcher import PairCutter, opening_regex
 from ratio_spark.pipeline.pairs import consecutive_pairs
 
 AGAINST = ("mined_pairs", "pairs", "sentences")
 SOURCE_NAMES = {"manual": "Manual curation", "extension": "Extendable connective", "llm": "LLM generation", "pattern": "Pattern expansion"}
-
-
-def lexicon_folder(path: str | Path) -> Path:
-    folder = Path(path)
-    return folder if folder.exists() or folder.is_absolute() else DEFAULT_LEXICON_DIR / str(path)
 
 
 def read_provenance(folder: str | Path) -> dict[str, dict]:
@@ -110,7 +106,7 @@ def occurrences(
             raise ValueError("against=mined_pairs needs the mined_pairs table")
         versions = [r[0] for r in mined_pairs.select("lexicon_version").distinct().collect()]
         if versions and versions != [lexicon.version]:
-            raise ValueError(
+            raise LexiconInputError(
                 f"mined_pairs was mined with lexicon {versions}, not {lexicon.version!r}: mine with this lexicon "
                 f"first (--set mining.lexicon=...), or report against pairs or sentences"
             )
@@ -286,7 +282,7 @@ def lexicon_report(
     provenance = read_provenance(folder)
     rows, per_marker = table4(lexicon, provenance, found)
     build_file = lexicon_folder(folder) / "build.json"
-    candidates = json.loads(build_file.read_text()).get("candidates_by_source") if build_file.exists() else None
+    candidates = json.loads(build_file.read_text(encoding="utf-8")).get("candidates_by_source") if build_file.is_file() else None
     meta = {"lexicon": lexicon.version, "lexicon_folder": str(lexicon_folder(folder)), "markers": len(lexicon.markers),
             "against": against, "corpus": corpus or None, **examined}
     summary = write_report(out, lexicon, rows, per_marker, meta, produced_by_source(lexicon, provenance, found), candidates)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from ratio_spark.core.config import Config
+from ratio_spark.core.config import Config, ConfigError
 from ratio_spark.pipeline.ingest.options import ReaderOptions
 from ratio_spark.core.schema import TABLES, Reason
 from ratio_spark.pipeline.ingest.spark_io import read_records
@@ -24,7 +24,7 @@ class IngestResult:
 
 def read_all_inputs(spark: SparkSession, config: Config) -> DataFrame:
     if not config.inputs:
-        raise ValueError("the configuration has no inputs: add at least one under `inputs:`")
+        raise ConfigError("the configuration has no inputs: add at least one under `inputs:`")
     frames = []
     for index, inp in enumerate(config.inputs):
         options = ReaderOptions.from_config(inp, config.ingest)

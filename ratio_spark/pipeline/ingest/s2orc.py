@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from ratio_spark.core.config import InputConfig
+from ratio_spark.core.config import ConfigError, InputConfig
 from ratio_spark.core.text import dehyphenate
 from ratio_spark.pipeline.ingest import bibliography as bib
 from ratio_spark.pipeline.ingest.options import ReaderOptions
@@ -413,7 +413,7 @@ def read_s2orc_current(spark: SparkSession, inp: InputConfig, options: ReaderOpt
     duplicate metadata rows for one corpusid keep one arbitrary row, so the join never multiplies papers.
     """
     if not inp.metadata_path:
-        raise ValueError(f"input {inp.name!r}: format s2orc_current needs metadata_path (the papers dataset)")
+        raise ConfigError(f"input {inp.name!r}: format s2orc_current needs metadata_path (the papers dataset)")
     records = read_records(spark, inp.path, options)
     metadata = (
         spark.read.schema(METADATA_SCHEMA).json(inp.metadata_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 
 from lxml import etree
 
@@ -61,6 +62,15 @@ def _body_divs(root: etree._Element) -> list[tuple[etree._Element | None, list[e
     """(head, paragraphs) of each body div, in reading order."""
     return [(div.find("tei:head", _NS), div.findall("tei:p", _NS))
             for div in root.iterfind(".//tei:text/tei:body//tei:div", _NS)]
+
+
+def _utf16_xml(data: bytes) -> bool:
+    if not data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return False
+    try:
+        return data.decode("utf-16").lstrip().startswith("<")
+    except UnicodeDecodeError:
+        return False
 
 
 def _sections(root: etree._Element, options: ReaderOptions) -> list[dict]:
@@ -146,7 +156,10 @@ def parse_tei(data: bytes, source_path: str, options: ReaderOptions) -> list[Par
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        if not data.lstrip().startswith(b"<?xml") or b"encoding=" not in data[:200]:
+        # Other encodings are fine when the XML says which: a declared encoding, or a UTF-16 byte-order mark
+        # in front of text that is UTF-16 XML.
+        declared = data.lstrip().startswith(b"<?xml") and b"encoding=" in data[:200]
+        if not (declared or _utf16_xml(data)):
             return [reject(FORMAT, source_path, Reason.UNDECODABLE_BYTES, f"not valid UTF-8: {exc}", paper_id)]
     try:
         # collect_ids=False: GROBID sometimes repeats an xml:id (formula_15), harmless for reading.
