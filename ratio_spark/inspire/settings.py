@@ -9,11 +9,9 @@ import datetime as dt
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+from ratio_spark.core.strict import StrictModel
 
 
 def _regex(value: str) -> str:
@@ -24,7 +22,7 @@ def _regex(value: str) -> str:
     return value
 
 
-class TargetsConfig(_Strict):
+class TargetsConfig(StrictModel):
     """Which papers become targets: published in [start, end], not surveys, at most ``max_targets``
     (a seeded sample, in paper id order, when there are more)."""
 
@@ -46,7 +44,7 @@ class TargetsConfig(_Strict):
         return self
 
 
-class TierRule(_Strict):
+class TierRule(StrictModel):
     """A target's reference gets ``tier`` when it has at least ``min_mentions`` in-text mentions and, if
     ``in_method_section``, at least one of them in a section whose heading matches ``method_heading_regex``."""
 
@@ -64,7 +62,7 @@ def default_rules() -> list[TierRule]:
     ]
 
 
-class GradingConfig(_Strict):
+class GradingConfig(StrictModel):
     """How antecedents are graded into tiers T1-T3 (T0: not an antecedent, removed).
 
     ``rule``: the first of ``rules`` that matches, in order (default: T3 = 3+ mentions with one in a method
@@ -105,7 +103,7 @@ class GradingConfig(_Strict):
         return self
 
 
-class BriefConfig(_Strict):
+class BriefConfig(StrictModel):
     """The problem brief: the target's problem statement with its solution redacted.
 
     ``extractive``: the abstract's sentences before its first contribution sentence
@@ -148,7 +146,7 @@ class BriefConfig(_Strict):
         return self
 
 
-class SearchConfig(_Strict):
+class SearchConfig(StrictModel):
     """The date-gated search service (TimeMachine): what it indexes and what one episode may do."""
 
     fields: list[Literal["title", "abstract", "body"]] = Field(default_factory=lambda: ["title", "abstract"])
@@ -160,7 +158,7 @@ class SearchConfig(_Strict):
     dense_prefix: Literal["none", "generic", "recommended"] = "none"
 
 
-class AgentConfig(_Strict):
+class AgentConfig(StrictModel):
     """The agent harness. ``tool_choice``: ``auto`` (the model decides), ``required`` (OpenAI: some tool
     each turn), ``scripted`` (names the tool each turn: search_papers until the budget or turn limit is
     near, then submit_answer; for servers such as llama-cpp-python's that support only a named tool).
@@ -177,7 +175,7 @@ class AgentConfig(_Strict):
     scripted_searches: int = Field(3, ge=0)  # scripted: searches before the submission
 
 
-class ScoringConfig(_Strict):
+class ScoringConfig(StrictModel):
     k: int = Field(10, ge=1)
     require_exposed: bool = True  # a submitted id the episode never saw is dropped (so G_selected <= G_exposed)
     multi_hit: list[int] = Field(default_factory=lambda: [1, 3, 5])
@@ -187,7 +185,7 @@ class ScoringConfig(_Strict):
     seed: int = 0
 
 
-class InspireConfig(_Strict):
+class InspireConfig(StrictModel):
     """``ratio-spark inspire``: build instances from the Delta tables, serve them, run policies, score."""
 
     root: str = "data/inspire"  # instance versions live in <root>/<version>/
