@@ -158,7 +158,7 @@ def test_batch_mode_through_a_batch_api_stand_in(llm_server, silver_tables, tmp_
     standin = BatchStandIn(upstream=llm_server.base_url)
     try:
         endpoint = _local(llm_server, base_url=standin.base_url, name="gemma-batch")
-        config = SilverConfig(sample={"address": 1, "specify": 1, "broaden": 0}, model="gemma-batch", mode="batch",
+        config = SilverConfig(sample={"address": 1, "specify": 0, "broaden": 0}, model="gemma-batch", mode="batch",
                               batch_state_dir=str(tmp_path / "batches"), batch_poll_interval_s=0.2)
         location = _location(silver_tables, tmp_path)
         result = build_silver(config, location, _client(endpoint, tmp_path))
@@ -265,7 +265,7 @@ def test_build_and_anaphora_commands_with_the_local_model(llm_server, silver_tab
 
     endpoint = _local(llm_server).model_dump(include={"name", "model", "base_url", "json_mode", "fold_system_prompt",
                                                       "max_concurrency", "timeout_s"})
-    sample = {"address": 1, "specify": 1, "broaden": 0}
+    sample = {"address": 1, "specify": 0, "broaden": 0}
     common = ["--set", f"tables.root={silver_tables}", "--set", f"tables.overrides.silver={tmp_path / 'silver'}",
               "--set", f"silver.sample={_json.dumps(sample)}"]
     code = main(["silver", "build", *common, "--set", f"llm.cache_dir={tmp_path / 'llm'}",
