@@ -231,8 +231,11 @@ def test_build_reports_every_conflict_unless_a_decision_settles_it(tmp_path):
     base = tmp_path / "base"
     write(base / "markers.tsv", "marker\trole\tlabel\tsource\textendable\tevidence\n"
           "to this end\tdistractor\tother\tmanual\tfalse\tpurpose\nfor example\tmove\tspecify\tmanual\tfalse\tx\n")
-    with pytest.raises(LexiconBuildError) as err:
+    with pytest.raises(LexiconBuildError) as err:  # by default, as mining: 3 words, so the pattern is no conflict
         build_lexicon(tmp_path / "bad", candidates_dir=folder, base=base)
+    assert "2 conflict(s)" in str(err.value) and "covered by extendable prefix" not in str(err.value)
+    with pytest.raises(LexiconBuildError) as err:
+        build_lexicon(tmp_path / "bad", candidates_dir=folder, base=base, max_extension_words=5)
     message = str(err.value)
     assert "3 conflict(s)" in message
     assert "'in particular' is claimed as move:broaden from candidates:llm.tsv; move:specify from candidates:spans.tsv" in message
@@ -243,7 +246,8 @@ def test_build_reports_every_conflict_unless_a_decision_settles_it(tmp_path):
                       "in particular\taccept\tspecify\t15/15 specify\n"
                       "to this end\tdistractor\tother\tpurpose, not a problem\n"
                       "to solve this puzzle for readers now\treject\t\tnonsense\n")
-    result = build_lexicon(tmp_path / "good", candidates_dir=folder, base=base, decisions_files=[decisions])
+    result = build_lexicon(tmp_path / "good", candidates_dir=folder, base=base, decisions_files=[decisions],
+                           max_extension_words=5)
     by_text = load_lexicon(tmp_path / "good").by_text()
     assert by_text["in particular"].label == "specify"
     assert by_text["to this end"].role == "distractor"

@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from ratio_spark.core.config import DEFAULT_MAX_EXTENSION_WORDS
+
 SPARK_SUBCOMMANDS = ("spans", "extensions", "report")
 
 
@@ -79,7 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     bld.add_argument("--require-decision", action="append", default=[], metavar="SOURCE",
                      help="keep this source's candidates only where a decision accepts them (repeatable)")
     bld.add_argument("--ordinals", help="ordinals.txt to use (default: the base's, else v1's)")
-    bld.add_argument("--max-extension-words", type=int, default=5)
+    bld.add_argument("--max-extension-words", type=int, default=DEFAULT_MAX_EXTENSION_WORDS,
+                     help="words an extendable prefix may take before its comma (default: %(default)s, as mining)")
     bld.add_argument("--summary-json")
 
     rep = sub.add_parser("report", help="Table 4: markers by source and move, and how many occur in a corpus")

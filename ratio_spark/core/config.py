@@ -176,6 +176,10 @@ class MiningConfig(StrictModel):
     citation_filter: CitationFilter = Field(default_factory=CitationFilter)
 
 
+# The lexicon tools count extensions as mining does unless told otherwise.
+DEFAULT_MAX_EXTENSION_WORDS: int = MiningConfig.model_fields["max_extension_words"].default
+
+
 class SplitRange(StrictModel):
     start: dt.date
     end: dt.date  # inclusive

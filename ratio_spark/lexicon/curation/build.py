@@ -41,6 +41,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ratio_spark.core.config import DEFAULT_MAX_EXTENSION_WORDS
 from ratio_spark.core.errors import UserError
 from ratio_spark.core.schema import MARKER_SOURCES, MOVES
 from ratio_spark.core.tsv import write_tsv
@@ -186,7 +187,7 @@ def build_lexicon(
     extensions: str = "prefix",
     require_decision: tuple[str, ...] = (),
     ordinals: str | Path | None = None,
-    max_extension_words: int = 5,
+    max_extension_words: int = DEFAULT_MAX_EXTENSION_WORDS,
     command: str = "",
 ) -> BuildResult:
     """Merge the inputs into ``out`` (markers.tsv, ordinals.txt, build.json); raise on conflicts."""

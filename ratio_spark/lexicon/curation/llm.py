@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Iterable
 
 import yaml
 
+from ratio_spark.core.config import DEFAULT_MAX_EXTENSION_WORDS
 from ratio_spark.core.errors import UserError
 from ratio_spark.core.tsv import read_tsv, write_tsv
 from ratio_spark.lexicon.curation.formats import LABELS, LABELS_FILE
@@ -178,7 +179,7 @@ def generate_candidates(client: LLMClient, model_names: list[str], move: str, se
     (marker, move, source "llm", provenance) of the markers that are not seeds or in ``exclude``.
 
     Round r > 1 shows each model the markers it proposed before, so later rounds add new ones.
-    A marker that an extendable prefix already covers ("to address" + up to five words) is dropped.
+    A marker that an extendable prefix already covers ("to address" + up to mining.max_extension_words words) is dropped.
     ``stats`` (a Counter) receives the counts: proposed, kept, and each reason a phrase was dropped.
     """
     prompt = prompt or load_prompt(GENERATE_PROMPT)
@@ -214,7 +215,7 @@ def generate_candidates(client: LLMClient, model_names: list[str], move: str, se
                     stats[f"dropped:{why}"] += 1
                 elif marker in known:
                     stats["dropped:already_in_lexicon"] += 1
-                elif any(marker.startswith(p + " ") and len(marker[len(p):].split()) <= 5 for p in prefixes):
+                elif any(marker.startswith(p + " ") and len(marker[len(p):].split()) <= DEFAULT_MAX_EXTENSION_WORDS for p in prefixes):
                     stats["dropped:covered_by_extendable_prefix"] += 1
                 elif name in proposed.get(marker, []):
                     stats["dropped:repeated_by_same_model"] += 1

@@ -29,11 +29,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ratio_spark.core.config import DEFAULT_MAX_EXTENSION_WORDS
 from ratio_spark.core.schema import DISTRACTOR_CATEGORIES, MARKER_SOURCES, MOVES
 from ratio_spark.core.tsv import read_tsv
 from ratio_spark.lexicon.curation.formats import LexiconInputError
 from ratio_spark.lexicon.loader import Lexicon, lexicon_folder
-from ratio_spark.lexicon.matcher import PairCutter, opening_regex
+from ratio_spark.lexicon.matcher import PairCutter
 from ratio_spark.pipeline.pairs import consecutive_pairs
 
 AGAINST = ("mined_pairs", "pairs", "sentences")
@@ -67,12 +68,12 @@ def unit_of(marker: str, source: str, provenance: dict) -> str:
 _OCCURRENCE_FIELDS = [T.StructField("marker_entry", T.StringType()), T.StructField("marker", T.StringType())]
 
 
-def match_openings(texts: DataFrame, lexicon: Lexicon, require_comma: bool = True, max_extension_words: int = 5) -> DataFrame:
+def match_openings(texts: DataFrame, lexicon: Lexicon, require_comma: bool = True, max_extension_words: int = DEFAULT_MAX_EXTENSION_WORDS) -> DataFrame:
     """(marker_entry, marker) for every row of ``texts`` (a ``norm_text`` column) that opens with a marker."""
     spark = texts.sparkSession
     cutter = PairCutter(lexicon, require_comma, max_extension_words)
     broadcast = spark.sparkContext.broadcast(cutter)
-    candidates = texts.select("norm_text").where(F.col("norm_text").rlike(opening_regex(m.text for m in lexicon.markers)))
+    candidates = texts.select("norm_text").where(F.col("norm_text").rlike(cutter.opening_regex()))
     arrow_schema = pa.schema([pa.field("marker_entry", pa.string()), pa.field("marker", pa.string())])
 
     def run(batches):
@@ -96,7 +97,7 @@ def occurrences(
     sentences: DataFrame | None = None,
     mined_pairs: DataFrame | None = None,
     require_comma: bool = True,
-    max_extension_words: int = 5,
+    max_extension_words: int = DEFAULT_MAX_EXTENSION_WORDS,
 ) -> tuple[dict[str, dict], dict]:
     """marker entry -> {matches, variants}, and what was examined."""
     if against not in AGAINST:
@@ -270,7 +271,7 @@ def lexicon_report(
     mined_pairs: DataFrame | None = None,
     corpus: str = "",
     require_comma: bool = True,
-    max_extension_words: int = 5,
+    max_extension_words: int = DEFAULT_MAX_EXTENSION_WORDS,
 ) -> dict:
     """Compute and write the report; ``against`` None gives the Lexicon side only (no Spark needed)."""
     started = time.time()
