@@ -6,42 +6,20 @@ import datetime as dt
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from ratio_spark.core.errors import UserError
-
-
-class InspireDataError(UserError, ValueError):
-    """A table Inspire needs is missing or lacks a column: the message says which stage writes it."""
-
-
-WRITTEN_BY = {"papers": "ingest", "sentences": "segment", "references": "citations"}
-
-
-def open_table(location: str, name: str):
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        return DeltaTable(location)
-    except TableNotFoundError:
-        raise InspireDataError(
-            f"table {name!r} not found at {location}: run `ratio-spark {WRITTEN_BY.get(name, name)}` first"
-        ) from None
+from ratio_spark.core.delta import DeltaColumnsMissing, DeltaTableMissing, is_delta_table, read_delta
+from ratio_spark.pipeline.contracts import run_first
 
 
 def read_rows(location: str, name: str, columns: list[str], paper_ids: list[str] | None = None) -> pa.Table:
-    """The table's ``columns`` (only the rows of ``paper_ids`` when given), as an Arrow table."""
-    table = open_table(location, name)
-    available = {f.name for f in table.schema().fields}
-    missing = [c for c in columns if c not in available]
-    if missing:
-        raise InspireDataError(
-            f"table {name!r} at {location} has no column(s) {missing}: rerun `ratio-spark {WRITTEN_BY.get(name, name)}`"
-        )
-    dataset = table.to_pyarrow_dataset()
-    expression = pc.field("paper_id").isin(paper_ids) if paper_ids is not None else None
-    return dataset.to_table(columns=columns, filter=expression)
+    """The table's ``columns`` (only the rows of ``paper_ids`` when given), as an Arrow table; a missing table
+    or column is a one-line error naming the stage that writes it (``core.delta``, the one reader)."""
+    hint = f"run {run_first(name)} first"
+    try:
+        return read_delta(location, columns, [("paper_id", "in", paper_ids)] if paper_ids is not None else None,
+                          missing_hint=hint)
+    except DeltaColumnsMissing as err:
+        raise DeltaColumnsMissing(f"{err}: rerun {run_first(name)}") from None
 
 
 @dataclass(frozen=True)
@@ -68,4 +46,8 @@ def papers_from_rows(rows: pa.Table, max_body_chars: int = 0) -> list[Paper]:
 
 
 def table_version(location: str, name: str) -> int:
-    return int(open_table(location, name).version())
+    from deltalake import DeltaTable
+
+    if not is_delta_table(location):
+        raise DeltaTableMissing(f"no Delta table at {location}: run {run_first(name)} first")
+    return int(DeltaTable(location).version())
