@@ -17,12 +17,14 @@ from typing import Protocol
 
 import numpy as np
 
+from ratio_spark.core.errors import RunFailure
 from ratio_spark.evaluation.data import CandidatePool
 from ratio_spark.evaluation.retrieval.base import deterministic_top_k
 
 
-class DateGateViolation(RuntimeError):
-    """A result on or after the cutoff (or the hidden target) was about to leave the service: a bug."""
+class DateGateViolation(RunFailure):
+    """A result on or after the cutoff (or the hidden target) was about to leave the service: a failed check of
+    the run (exit 1), never an answer."""
 
 
 @dataclass
