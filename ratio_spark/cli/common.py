@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 
 def add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -33,3 +34,75 @@ def print_summary(summary: dict) -> None:
     for key, value in summary.items():
         if key != "stage":
             _print_value(key, value, 1)
+
+
+def add_local_server_args(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--local-server", action="store_true",
+                        help=f"start the bundled local gemma model (llama.cpp on 127.0.0.1) and {what} with it; its "
+                             "endpoint takes the configured endpoint's name")
+    parser.add_argument("--local-port", type=int, default=None,
+                        help="port of the local server (default: a free one; the LLM cache names the local model by "
+                             "its weights, not its address, so any port answers from the same cache)")
+
+
+@contextlib.contextmanager
+def llm_client(settings, model: str, *, local_server: bool = False, local_port: int | None = None,
+               local_n_ctx: int = 2048):
+    """An LLMClient for the ``llm:`` section (``settings``), plus the bundled local server when asked for.
+    Yields (client, endpoint name); the server stops when the block ends, even on SIGTERM."""
+    from ratio_spark.llm import LLMClient, LLMSettings
+
+    settings = settings or LLMSettings()
+    if local_server:
+        import signal
+
+        from ratio_spark.llm.local_server import LocalLlamaServer
+
+        # SIGTERM (timeout, kill) must unwind through the context manager, or the server outlives us;
+        # as an interrupt, so the user is told how to resume.
+        def _interrupt(*_):
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        print("starting the local gemma server (llama.cpp on 127.0.0.1) ...", flush=True)
+        try:
+            server = LocalLlamaServer(port=local_port, n_ctx=local_n_ctx).start()
+        except BaseException:
+            signal.signal(signal.SIGTERM, previous)
+            raise
+        try:
+            # One request at a time, long timeout: llama.cpp serves one request at a time, and on a busy
+            # CPU a queued request would time out and be re-sent while the server still works on it.
+            endpoint = server.endpoint(name=model).model_copy(update={"max_concurrency": 1, "timeout_s": 600})
+            others = [m for m in settings.models if m.name != endpoint.name]
+            settings = settings.model_copy(update={"models": [*others, endpoint]})
+            yield LLMClient(settings), model
+        finally:
+            server.stop()
+            signal.signal(signal.SIGTERM, previous)
+        return
+    if not any(m.name == model for m in settings.models):
+        raise LookupError(
+            f"no endpoint named {model!r} in the llm: section (have: {[m.name for m in settings.models]}); "
+            "add one, pass --model, or use --local-server"
+        )
+    yield LLMClient(settings), model
+
+
+def resolved_config(config, settings) -> dict:
+    """The configuration a run used: the file and --set overrides, with the command's flags applied."""
+    tree = config.model_dump(mode="json")
+    tree["evaluation"] = settings.model_dump(mode="json")
+    return tree
+
+
+def write_results_manifest(folder, command: str, config_tree: dict, data, result, *, tables_root: str | None,
+                           lexicon: str, seeds: dict, timings: dict, extra_inputs: dict | None = None) -> None:
+    """The manifest of a results folder (``ratio_spark.evaluation.manifest``): the data read, the models of
+    the systems, the lexicon, and what the command adds (runs, prompts, LLM endpoints)."""
+    from ratio_spark.evaluation.data import lexicon_versions
+    from ratio_spark.evaluation.manifest import build_manifest, lexicon_entry, model_inputs, write_manifest
+
+    inputs = {**data.inputs, **model_inputs(result.systems), **(extra_inputs or {}),
+              "lexicon": lexicon_entry(lexicon, lexicon_versions(tables_root) if tables_root else None)}
+    write_manifest(folder, build_manifest(command, config_tree, inputs, seeds=seeds, timings=timings))

@@ -2,6 +2,8 @@
 
     ratio-spark evaluate --conf conf/sample.yaml --split test --moves address,broaden,specify \\
         --retrievers bm25-1,bm25-2,bm25-3,dense:minilm --results results/sample
+    ratio-spark evaluate --conf conf/rerank-local.yaml --rerank gemma-local --local-server --sample-per-move 20
+    ratio-spark evaluate --check-manifest results/sample     # would a rerun read the same inputs?
 
 Settings come from the ``evaluation:`` section of the configuration (``ratio_spark.evaluation.settings``);
 the flags below override it. Plain Python: no JVM; torch and faiss are imported only when a dense retriever
@@ -11,14 +13,13 @@ runs. See docs/evaluation.md.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ratio_spark.cli.common import add_config_args
+    from ratio_spark.cli.common import add_config_args, add_local_server_args
 
     add_config_args(parser)
     parser.add_argument("--split", help="train, validation or test (default: evaluation.split, test)")
@@ -36,7 +37,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--index", choices=["flat", "ivf", "hnsw"], help="faiss index for dense retrievers")
     parser.add_argument("--max-queries", type=int, help="per move, the first N queries by id (quick looks)")
     parser.add_argument("--no-cache", action="store_true", help="encode again; do not read or write cached embeddings")
+    parser.add_argument("--sample-per-move", type=int, help="a seeded sample of N queries per move, scored by every "
+                        "system (evaluation.sample_per_move; seed: evaluation.sample_seed)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--rerank", metavar="ENDPOINT", help="also rerank each retriever's top rerank.candidates with "
+                        "this LLM endpoint of the llm: section (listwise, docs/rerank.md)")
+    add_local_server_args(parser, "rerank")
+    parser.add_argument("--local-n-ctx", type=int, default=8192, help="context of the local server (default 8192: "
+                        "100 candidates take about 5,000 tokens)")
+    parser.add_argument("--check-manifest", metavar="FOLDER", help="only check FOLDER/manifest.json: would a rerun "
+                        "read the same inputs (tables, files, code; the config too when --conf/--set are given)?")
 
 
 def _settings(args, config):
@@ -69,7 +79,28 @@ def _settings(args, config):
         tree["cache"] = False
     if args.no_progress:
         tree["progress"] = False
+    if args.sample_per_move:
+        tree["sample_per_move"] = args.sample_per_move
     return EvaluationConfig.model_validate(tree)
+
+
+def check_manifest_command(folder: str, config: dict | None) -> int:
+    from ratio_spark.evaluation.manifest import ManifestError, check_manifest
+
+    try:
+        check = check_manifest(folder, config=config)
+    except ManifestError as exc:
+        print(f"ratio-spark evaluate: {exc}", file=sys.stderr)
+        return 2
+    for note in check.notes:
+        print(f"  note: {note}")
+    if check.same_inputs:
+        print(f"{folder}: a rerun would read the same inputs" + ("" if config else " (config as recorded)"))
+        return 0
+    print(f"{folder}: a rerun would read different inputs:")
+    for line in check.differences:
+        print(f"  - {line}")
+    return 1
 
 
 def run(args) -> int:
@@ -87,6 +118,15 @@ def run(args) -> int:
         lines = [f"  evaluation.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
         print("ratio-spark evaluate: invalid settings:\n" + "\n".join(lines), file=sys.stderr)
         return 2
+    from ratio_spark.cli.common import resolved_config, write_results_manifest
+
+    if args.check_manifest:
+        given = args.conf or args.overrides
+        return check_manifest_command(args.check_manifest, resolved_config(config, settings) if given else None)
+    if args.rerank and config.rerank.candidates > settings.depth:
+        print(f"ratio-spark evaluate: rerank.candidates ({config.rerank.candidates}) exceeds the first-stage depth "
+              f"({settings.depth}); raise --depth or lower rerank.candidates", file=sys.stderr)
+        return 2
 
     from ratio_spark.evaluation.data import BenchmarkDataError, load_split
     from ratio_spark.evaluation.models import ModelError, offline
@@ -96,16 +136,23 @@ def run(args) -> int:
     silver = settings.silver_table or (config.tables.location("silver") if not settings.source else None)
     started = time.perf_counter()
     try:
-        data = load_split(source, settings.split, settings.moves, settings.queries, silver, settings.max_queries)
+        data = load_split(source, settings.split, settings.moves, settings.queries, silver, settings.max_queries,
+                          settings.sample_per_move, settings.sample_seed)
     except BenchmarkDataError as exc:
         print(f"ratio-spark evaluate: {exc}", file=sys.stderr)
         return 2
     loaded = data.summary()
     print(f"== evaluate: {settings.split} split, {settings.queries} queries, from {loaded['source']} ==")
     print(f"  pool_candidates                {loaded['pool_candidates']}")
-    print(f"  queries_by_move                " + ", ".join(f"{m} {n}" for m, n in loaded["queries_by_move"].items()))
+    print("  queries_by_move                " + ", ".join(f"{m} {n}" for m, n in loaded["queries_by_move"].items()))
+    if loaded.get("queries_sampled_out"):
+        print("  queries_sampled_out            " + ", ".join(f"{m} {n}" for m, n in loaded["queries_sampled_out"].items())
+              + f" (seeded sample of {settings.sample_per_move} per move, seed {settings.sample_seed})")
     print(f"  queries_with_exclusions        {loaded['queries_with_exclusions']}")
     print(f"  retrievers                     {', '.join(settings.retrievers)}")
+    if args.rerank:
+        print(f"  rerank                         {args.rerank}, prompt {config.rerank.prompt}, top "
+              f"{config.rerank.candidates} -> {config.rerank.select}")
     print(f"  analyses                       {', '.join(settings.analyses) or 'none'}", flush=True)
     if not any(loaded["queries_by_move"].values()):
         print("ratio-spark evaluate: no queries to score for these moves and this split", file=sys.stderr)
@@ -121,12 +168,33 @@ def run(args) -> int:
     except ModelError as exc:
         print(f"ratio-spark evaluate: {exc}", file=sys.stderr)
         return 2
+    report, extra_inputs = None, {}
+    if args.rerank:
+        from ratio_spark.cli.rerank import rerank_into
+
+        status, report, extra_inputs = rerank_into(result, data, config, args.rerank, settings.results, args)
+        if status:
+            return status
     elapsed = time.perf_counter() - started
-    written = write_results(result, settings.results, extra_summary={
+    written = write_results(result, settings.results, significance=settings.significance, extra_summary={
         "settings": settings.model_dump(mode="json"), "elapsed_seconds": round(elapsed, 1),
         "embedding_cache": {"root": str(cache.root), "hits": cache.stats.hits, "misses": cache.stats.misses,
                             "encoded_texts": cache.stats.encoded_texts},
+        **({"rerank": report.summary()} if report else {}),
     })
+    if report:
+        written.update(report.write(settings.results))
+    tree = resolved_config(config, settings)
+    if report:
+        tree["rerank"] = report.settings.model_dump(mode="json")
+    write_results_manifest(settings.results, "evaluate", tree, data, result,
+                      tables_root=None if loaded["source"].startswith("release:") else source,
+                      lexicon=config.mining.lexicon, extra_inputs=extra_inputs,
+                      seeds={"significance": settings.significance.seed,
+                             **({"query_sample": settings.sample_seed} if settings.sample_per_move else {})},
+                      timings={"elapsed_seconds": round(elapsed, 1), "systems": result.timings,
+                               **({"rerank_seconds": round(report.seconds, 1)} if report else {})})
+    written["manifest.json"] = str(Path(settings.results) / "manifest.json")
 
     print("\n== evaluate: summary ==")
     table = result.table("M@10")
@@ -145,4 +213,8 @@ def run(args) -> int:
     if args.summary_json:
         Path(args.summary_json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.summary_json).write_text(Path(written["summary.json"]).read_text())
+    if report:
+        from ratio_spark.cli.rerank import print_rerank_report
+
+        return print_rerank_report(report)
     return 0

@@ -9,24 +9,18 @@ markers vs acceptance). See docs/silver.md.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ratio_spark.cli.common import add_config_args
+    from ratio_spark.cli.common import add_config_args, add_local_server_args
 
     sub = parser.add_subparsers(dest="silver_command", required=True)
 
     def llm_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--local-server", action="store_true",
-                       help="start the bundled local gemma model (llama.cpp on 127.0.0.1) and judge with it; "
-                            "its endpoint replaces silver.model")
-        p.add_argument("--local-port", type=int, default=None,
-                       help="port of the local server (default: a free one; the LLM cache names the local "
-                            "model by its weights, not its address, so any port answers from the same cache)")
+        add_local_server_args(p, "judge")
         p.add_argument("--model", help="endpoint name from the llm: section (overrides silver.model)")
 
     p = sub.add_parser("sample", help="draw the stratified sample of a split and print its allocation")
@@ -82,48 +76,12 @@ def _load(args):
     return load_config(args.conf, args.overrides)
 
 
-@contextlib.contextmanager
 def _client(config, args):
-    """An LLMClient for the llm: section, plus the bundled local server when --local-server is given.
-    Yields (client, endpoint name)."""
-    from ratio_spark.llm import LLMClient, LLMSettings
+    """An LLMClient for the llm: section (or the bundled local server with --local-server): (client, endpoint)."""
+    from ratio_spark.cli.common import llm_client
 
-    settings = getattr(config, "llm", None) or LLMSettings()
-    model = args.model or config.silver.model
-    if args.local_server:
-        import signal
-
-        from ratio_spark.llm.local_server import LocalLlamaServer
-
-        # SIGTERM (timeout, kill) must unwind through the context manager, or the server outlives us;
-        # as an interrupt, so the user is told how to resume.
-        def _interrupt(*_):
-            raise KeyboardInterrupt
-
-        previous = signal.signal(signal.SIGTERM, _interrupt)
-        print("starting the local gemma server (llama.cpp on 127.0.0.1) ...", flush=True)
-        try:
-            server = LocalLlamaServer(port=args.local_port).start()
-        except BaseException:
-            signal.signal(signal.SIGTERM, previous)
-            raise
-        try:
-            # One request at a time, long timeout: llama.cpp serves one request at a time, and on a busy
-            # CPU a queued request would time out and be re-sent while the server still works on it.
-            endpoint = server.endpoint(name=model).model_copy(update={"max_concurrency": 1, "timeout_s": 600})
-            others = [m for m in settings.models if m.name != endpoint.name]
-            settings = settings.model_copy(update={"models": [*others, endpoint]})
-            yield LLMClient(settings), model
-        finally:
-            server.stop()
-            signal.signal(signal.SIGTERM, previous)
-        return
-    if not any(m.name == model for m in settings.models):
-        raise LookupError(
-            f"no endpoint named {model!r} in the llm: section (have: {[m.name for m in settings.models]}); "
-            "add one, pass --model, or use --local-server"
-        )
-    yield LLMClient(settings), model
+    return llm_client(config.llm, args.model or config.silver.model, local_server=args.local_server,
+                      local_port=args.local_port)
 
 
 def _print_frame(title: str, frame) -> None:

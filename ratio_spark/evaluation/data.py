@@ -26,6 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ratio_spark.evaluation.manifest import delta_entry, files_entry
+
 MOVES = ("address", "broaden", "specify")
 SPLITS = ("train", "validation", "test")
 QuerySet = Literal["all", "silver"]
@@ -129,6 +131,7 @@ class BenchmarkSplit:
     query_set: str = "all"
     source: str = ""
     counts: dict = field(default_factory=dict)  # what was read, kept and dropped, for the summary
+    inputs: dict = field(default_factory=dict)  # name -> manifest entry (Delta version or file hashes read)
 
     def summary(self) -> dict:
         return {
@@ -149,8 +152,10 @@ def _is_delta(location: Path) -> bool:
     return (location / "_delta_log").is_dir()
 
 
-def read_delta(location: str | Path, columns: Sequence[str], split: str | None = None) -> pa.Table:
-    """Read a Delta table (optionally one ``split`` partition) as Arrow.
+def read_delta(location: str | Path, columns: Sequence[str], split: str | None = None,
+               versions: dict | None = None) -> pa.Table:
+    """Read a Delta table (optionally one ``split`` partition) as Arrow; ``versions`` (if given) gets
+    ``{location: version read}``.
 
     Reader-version-1 tables (what Spark and ``write_deltalake`` write here: no deletion vectors, no column
     mapping) are read as their active Parquet files with pyarrow; ``deltalake``'s own scan is used otherwise.
@@ -162,6 +167,8 @@ def read_delta(location: str | Path, columns: Sequence[str], split: str | None =
     if not _is_delta(location):
         raise BenchmarkDataError(f"no Delta table at {location}")
     table = DeltaTable(str(location))
+    if versions is not None:
+        versions[str(location)] = table.version()
     partition_columns = table.metadata().partition_columns
     predicate = [("split", "=", split)] if split is not None and "split" in partition_columns else None
     file_columns = [c for c in columns if c not in partition_columns]
@@ -183,6 +190,14 @@ def read_delta(location: str | Path, columns: Sequence[str], split: str | None =
     return data
 
 
+def lexicon_versions(tables_root: str | Path) -> list[str] | None:
+    """The lexicon versions named in ``<tables_root>/mined_pairs`` (None without that table)."""
+    mined = Path(tables_root) / "mined_pairs"
+    if not _is_delta(mined):
+        return None
+    return sorted(str(v) for v in read_delta(mined, ["lexicon_version"]).column("lexicon_version").unique().to_pylist())
+
+
 def _read_release(root: Path, split: str, name: str, columns: Sequence[str]) -> pa.Table:
     parquet_dir = root / "parquet" / split / name
     jsonl_file = root / "jsonl" / split / f"{name}.jsonl"
@@ -199,7 +214,7 @@ def _read_release(root: Path, split: str, name: str, columns: Sequence[str]) -> 
     )
 
 
-def read_silver(location: str | Path) -> pa.Table:
+def read_silver(location: str | Path, versions: dict | None = None) -> pa.Table:
     """The LLM judge's verdicts (``query_id``, ``move``, ``accepted``); a clear error when absent."""
     location = Path(location)
     if not _is_delta(location):
@@ -207,7 +222,7 @@ def read_silver(location: str | Path) -> pa.Table:
             f"--queries silver needs the Delta table 'silver' (query_id, move, accepted) at {location}, and there "
             "is none: build it with the LLM judge first, point to it with --silver PATH, or evaluate --queries all"
         )
-    data = read_delta(location, ["query_id", "move", "accepted"])
+    data = read_delta(location, ["query_id", "move", "accepted"], versions=versions)
     missing = {"query_id", "move", "accepted"} - set(data.column_names)
     if missing:
         raise BenchmarkDataError(f"the silver table at {location} lacks columns {sorted(missing)}")
@@ -238,6 +253,12 @@ def _pool_from_arrow(split: str, candidates: pa.Table) -> CandidatePool:
     )
 
 
+def sample_order(query_id: str, seed: int) -> str:
+    """The seeded order of a query sample: no random generator, so the sample depends only on the ids and
+    the seed, on any machine and in any row order."""
+    return hashlib.sha256(f"{seed}\x1f{query_id}".encode("utf-8")).hexdigest()
+
+
 def assemble_split(
     split: str,
     queries: pa.Table,
@@ -246,6 +267,8 @@ def assemble_split(
     silver: pa.Table | None = None,
     source: str = "",
     max_queries: int | None = None,
+    sample_per_move: int | None = None,
+    sample_seed: int = 13,
 ) -> BenchmarkSplit:
     """Queries per move and the pool from Arrow tables; checks the contract (every gold is in the pool)."""
     unknown = [m for m in moves if m not in MOVES]
@@ -288,6 +311,9 @@ def assemble_split(
             f"(e.g. {missing_gold[:3]}): the queries and candidates tables do not belong together"
         )
     for move in by_move:
+        if sample_per_move is not None and len(by_move[move]) > sample_per_move:
+            counts.setdefault("queries_sampled_out", {})[move] = len(by_move[move]) - sample_per_move
+            by_move[move] = sorted(by_move[move], key=lambda q: sample_order(q.query_id, sample_seed))[:sample_per_move]
         by_move[move].sort(key=lambda q: q.query_id)
         if max_queries is not None and len(by_move[move]) > max_queries:
             counts.setdefault("queries_capped", {})[move] = len(by_move[move]) - max_queries
@@ -306,20 +332,27 @@ def load_split(
     queries: QuerySet = "all",
     silver_location: str | Path | None = None,
     max_queries: int | None = None,
+    sample_per_move: int | None = None,
+    sample_seed: int = 13,
 ) -> BenchmarkSplit:
     """Load a split from a tables root (Delta ``queries``/``candidates``) or a release root (auto-detected).
 
     ``silver_location`` defaults to ``<source>/silver`` for a tables root; a release needs it explicitly.
     ``max_queries`` keeps the first N queries of each move by query id (quick looks; reported in counts).
+    ``sample_per_move`` keeps a seeded sample of N queries per move (``sample_order``; reported in counts).
+    ``BenchmarkSplit.inputs`` records what was read, for the run manifest: each Delta table's location and
+    version, or the release files' sha256.
     """
     if split not in SPLITS:
         raise BenchmarkDataError(f"unknown split {split!r}; choose from {list(SPLITS)}")
     if queries not in ("all", "silver"):
         raise BenchmarkDataError(f"unknown query set {queries!r}; choose 'all' or 'silver'")
     root = Path(source)
+    versions: dict[str, int] = {}
+    inputs: dict[str, dict] = {}
     if _is_delta(root / "queries") and _is_delta(root / "candidates"):
-        query_table = read_delta(root / "queries", QUERY_COLUMNS, split=split)
-        candidate_table = read_delta(root / "candidates", CANDIDATE_COLUMNS, split=split)
+        query_table = read_delta(root / "queries", QUERY_COLUMNS, split=split, versions=versions)
+        candidate_table = read_delta(root / "candidates", CANDIDATE_COLUMNS, split=split, versions=versions)
         kind = f"tables:{root}"
         default_silver = root / "silver"
     elif (root / "parquet").is_dir() or (root / "jsonl").is_dir():
@@ -327,6 +360,7 @@ def load_split(
         candidate_table = _read_release(root, split, "candidates", CANDIDATE_COLUMNS)
         kind = f"release:{root}"
         default_silver = None
+        inputs["release"] = files_entry(root, [f"parquet/{split}/**/*", f"jsonl/{split}/*"], split=split)
     else:
         raise BenchmarkDataError(
             f"{root} is neither a tables root (with Delta tables queries/ and candidates/) nor a release root "
@@ -337,6 +371,11 @@ def load_split(
         location = silver_location or default_silver
         if location is None:
             raise BenchmarkDataError("--queries silver on a release needs --silver PATH (the Delta table 'silver')")
-        silver = read_silver(location)
-    return assemble_split(split, query_table, candidate_table, moves=moves, silver=silver, source=kind,
-                          max_queries=max_queries)
+        silver = read_silver(location, versions)
+    roles = {str(root / "queries"): "queries", str(root / "candidates"): "candidates"}
+    for location, version in versions.items():
+        inputs[f"table:{roles.get(location, 'silver')}"] = delta_entry(location, version)
+    data = assemble_split(split, query_table, candidate_table, moves=moves, silver=silver, source=kind,
+                          max_queries=max_queries, sample_per_move=sample_per_move, sample_seed=sample_seed)
+    data.inputs = inputs
+    return data

@@ -74,11 +74,17 @@ def _parse_bool(value: str) -> bool | None:
     return {"true": True, "false": False, "yes": True, "no": False, "1": True, "0": False}.get(value.strip().lower())
 
 
-def load_lexicon(path: str | Path) -> Lexicon:
-    """Load and validate a lexicon folder (or a version name under ``lexicons/``)."""
+def lexicon_folder(path: str | Path) -> Path:
+    """A lexicon folder, or a version name under ``lexicons/``, as a folder path."""
     folder = Path(path)
     if not folder.exists() and not folder.is_absolute():
         folder = DEFAULT_LEXICON_DIR / str(path)
+    return folder
+
+
+def load_lexicon(path: str | Path) -> Lexicon:
+    """Load and validate a lexicon folder (or a version name under ``lexicons/``)."""
+    folder = lexicon_folder(path)
     markers_file = folder / "markers.tsv"
     if not markers_file.exists():
         raise LexiconError(f"no markers.tsv in lexicon folder {folder}")

@@ -29,17 +29,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ratio_spark.lexicon.loader import DEFAULT_LEXICON_DIR, DISTRACTOR_CATEGORIES, MOVES, SOURCES, Lexicon
+from ratio_spark.lexicon.loader import DISTRACTOR_CATEGORIES, MOVES, SOURCES, Lexicon, lexicon_folder
 from ratio_spark.lexicon.matcher import PairCutter, opening_regex
 from ratio_spark.pipeline.pairs import consecutive_pairs
 
 AGAINST = ("mined_pairs", "pairs", "sentences")
 SOURCE_NAMES = {"manual": "Manual curation", "extension": "Extendable connective", "llm": "LLM generation", "pattern": "Pattern expansion"}
-
-
-def lexicon_folder(path: str | Path) -> Path:
-    folder = Path(path)
-    return folder if folder.exists() or folder.is_absolute() else DEFAULT_LEXICON_DIR / str(path)
 
 
 def read_provenance(folder: str | Path) -> dict[str, dict]:
