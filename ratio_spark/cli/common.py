@@ -106,3 +106,15 @@ def write_results_manifest(folder, command: str, config_tree: dict, data, result
     inputs = {**data.inputs, **model_inputs(result.systems), **(extra_inputs or {}),
               "lexicon": lexicon_entry(lexicon, lexicon_versions(tables_root) if tables_root else None)}
     write_manifest(folder, build_manifest(command, config_tree, inputs, seeds=seeds, timings=timings))
+
+
+def fail(command: str, problem) -> int:
+    """Print ``ratio-spark <command>: <problem>`` on stderr; the exit status of a bad request (2). A pydantic
+    ValidationError of the ``evaluation:`` settings is printed as one line per bad key."""
+    import sys
+
+    if hasattr(problem, "errors"):
+        lines = [f"  evaluation.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in problem.errors()]
+        problem = "invalid settings:\n" + "\n".join(lines)
+    print(f"ratio-spark {command}: {problem}", file=sys.stderr)
+    return 2

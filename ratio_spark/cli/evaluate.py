@@ -106,27 +106,21 @@ def check_manifest_command(folder: str, config: dict | None) -> int:
 def run(args) -> int:
     from pydantic import ValidationError
 
+    from ratio_spark.cli.common import fail, resolved_config, write_results_manifest
     from ratio_spark.core.config import ConfigError, load_config
 
     try:
         config = load_config(args.conf, args.overrides)
         settings = _settings(args, config)
-    except ConfigError as exc:
-        print(f"ratio-spark evaluate: {exc}", file=sys.stderr)
-        return 2
-    except ValidationError as exc:
-        lines = [f"  evaluation.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
-        print("ratio-spark evaluate: invalid settings:\n" + "\n".join(lines), file=sys.stderr)
-        return 2
-    from ratio_spark.cli.common import resolved_config, write_results_manifest
+    except (ConfigError, ValidationError) as exc:
+        return fail("evaluate", exc)
 
     if args.check_manifest:
         given = args.conf or args.overrides
         return check_manifest_command(args.check_manifest, resolved_config(config, settings) if given else None)
     if args.rerank and config.rerank.candidates > settings.depth:
-        print(f"ratio-spark evaluate: rerank.candidates ({config.rerank.candidates}) exceeds the first-stage depth "
-              f"({settings.depth}); raise --depth or lower rerank.candidates", file=sys.stderr)
-        return 2
+        return fail("evaluate", f"rerank.candidates ({config.rerank.candidates}) exceeds the first-stage depth "
+                                f"({settings.depth}); raise --depth or lower rerank.candidates")
 
     from ratio_spark.evaluation.data import BenchmarkDataError, load_split
     from ratio_spark.evaluation.models import ModelError, offline

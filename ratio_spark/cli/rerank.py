@@ -58,6 +58,10 @@ def rerank_into(result, data, config, model: str, results_folder, args):
             report = rerank_systems(result, data, client, settings, model=name, state_dir=state_dir,
                                     log=lambda line: print(line, flush=True))
             inputs = report.manifest_inputs(client.endpoint(name))
+    except KeyboardInterrupt:
+        print("\ninterrupted: every answer received so far is cached; run the same command again to resume.",
+              file=sys.stderr)
+        return 130, None, {}
     except BatchNotFinished as exc:
         print(f"ratio-spark: {exc}. The batch keeps running: run the same command again to collect it.",
               file=sys.stderr)
@@ -102,17 +106,16 @@ def _defaults_from(folder: Path) -> dict:
 def run(args) -> int:
     from pydantic import ValidationError
 
+    from ratio_spark.cli.common import fail, resolved_config, write_results_manifest
     from ratio_spark.core.config import ConfigError, load_config
     from ratio_spark.evaluation.runs import RunError, read_run_files, runs_of_results
 
     try:
         config = load_config(args.conf, args.overrides)
     except ConfigError as exc:
-        print(f"ratio-spark rerank: {exc}", file=sys.stderr)
-        return 2
+        return fail("rerank", exc)
     if bool(args.from_results) == bool(args.run):
-        print("ratio-spark rerank: give either --from-results FOLDER or --run NAME=PATH (one or more)", file=sys.stderr)
-        return 2
+        return fail("rerank", "give either --from-results FOLDER or --run NAME=PATH (one or more)")
     tree = config.evaluation.model_dump()
     try:
         if args.from_results:
@@ -141,15 +144,9 @@ def run(args) -> int:
         from ratio_spark.evaluation.settings import EvaluationConfig
 
         settings = EvaluationConfig.model_validate(tree)
-    except RunError as exc:
-        print(f"ratio-spark rerank: {exc}", file=sys.stderr)
-        return 2
-    except ValidationError as exc:
-        lines = [f"  evaluation.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
-        print("ratio-spark rerank: invalid settings:\n" + "\n".join(lines), file=sys.stderr)
-        return 2
+    except (RunError, ValidationError) as exc:
+        return fail("rerank", exc)
 
-    from ratio_spark.cli.common import resolved_config, write_results_manifest
     from ratio_spark.evaluation.data import BenchmarkDataError, load_split
     from ratio_spark.evaluation.manifest import files_entry
     from ratio_spark.evaluation.reports import write_results
@@ -176,8 +173,7 @@ def run(args) -> int:
             add_system(result, data, {"name": name, "label": label, "run": str(path)}, by_move)
             run_inputs[f"run:{name}"] = files_entry(path, ["*.trec"])
     except (BenchmarkDataError, RunError) as exc:
-        print(f"ratio-spark rerank: {exc}", file=sys.stderr)
-        return 2
+        return fail("rerank", exc)
     print(f"== rerank: {settings.split} split, {data.query_set} queries, from {data.source} ==")
     print("  queries_by_move                " + ", ".join(f"{m} {len(q)}" for m, q in data.queries.items()))
     for name, cover in coverage.items():

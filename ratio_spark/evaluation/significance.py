@@ -35,29 +35,37 @@ from ratio_spark.evaluation.settings import SignificanceSettings
 _CHUNK = 500
 
 
+def _chunks(total: int):
+    for start in range(0, total, _CHUNK):
+        yield start, min(total, start + _CHUNK) - start
+
+
 def _rng(seed: int, stratum: str) -> np.random.Generator:
     """One generator per (seed, stratum): a move's resamples do not depend on which other moves ran."""
     return np.random.default_rng([seed, zlib.crc32(stratum.encode("utf-8"))])
 
 
+def _matrix(values: np.ndarray) -> np.ndarray:
+    """Queries x columns as floats (one column for a vector); an empty set of queries is an error."""
+    matrix = np.asarray(values, dtype=np.float64)
+    matrix = matrix[:, None] if matrix.ndim == 1 else matrix
+    if matrix.shape[0] == 0:
+        raise ValueError("no queries: nothing to resample")
+    return matrix
+
+
 def bootstrap_means(values: np.ndarray, samples: int, seed: int, stratum: str = "") -> np.ndarray:
     """Means of ``samples`` resamples of the rows of ``values`` (queries x columns), the same resampled
     rows for every column: shape (samples, columns)."""
-    values = np.asarray(values, dtype=np.float64)
-    if values.ndim == 1:
-        values = values[:, None]
+    values = _matrix(values)
     n = values.shape[0]
-    if n == 0:
-        raise ValueError("cannot bootstrap an empty set of queries")
     rng = _rng(seed, stratum)
     out = np.empty((samples, values.shape[1]))
-    for start in range(0, samples, _CHUNK):
-        stop = min(samples, start + _CHUNK)
-        size = stop - start
+    for start, size in _chunks(samples):
         rows = rng.integers(0, n, size=(size, n))  # each row: one resample of the queries, with replacement
         flat = (rows + n * np.arange(size)[:, None]).ravel()
         counts = np.bincount(flat, minlength=size * n).reshape(size, n).astype(np.float64)
-        out[start:stop] = counts @ values / n
+        out[start:start + size] = counts @ values / n
     return out
 
 
@@ -70,12 +78,8 @@ def percentile_interval(draws: np.ndarray, confidence: float) -> tuple[np.ndarra
 
 def permutation_pvalues(differences: np.ndarray, permutations: int, seed: int, stratum: str = "") -> np.ndarray:
     """Two-sided paired sign-flip p-values of the mean of each column of ``differences`` (queries x columns)."""
-    d = np.asarray(differences, dtype=np.float64)
-    if d.ndim == 1:
-        d = d[:, None]
+    d = _matrix(differences)
     n = d.shape[0]
-    if n == 0:
-        raise ValueError("cannot test an empty set of queries")
     observed = np.abs(d.mean(axis=0))
     # Means that differ from the observed one only by float rounding count as ties (as scipy does).
     threshold = observed - 1e-12 * np.maximum(1.0, observed)
@@ -85,8 +89,7 @@ def permutation_pvalues(differences: np.ndarray, permutations: int, seed: int, s
         hits += (np.abs(signs @ d / n) >= threshold).sum(axis=0)
         return hits / len(signs)
     rng = _rng(seed, stratum + "/permutation")
-    for start in range(0, permutations, _CHUNK):
-        size = min(permutations, start + _CHUNK) - start
+    for _, size in _chunks(permutations):
         signs = rng.choice((1.0, -1.0), size=(size, n))
         hits += (np.abs(signs @ d / n) >= threshold).sum(axis=0)
     return (hits + 1) / (permutations + 1)

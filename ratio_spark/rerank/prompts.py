@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-import yaml
+from ratio_spark.core.front_matter import split_front_matter
 
 MOVES = ("address", "broaden", "specify")
 _ID = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*-v\d+$")
@@ -73,15 +73,7 @@ def _check_template(template: str, allowed: tuple[set[str], set[str]], where: st
 
 
 def parse_prompt(text: str, where: str) -> RerankPrompt:
-    if not text.startswith("---\n"):
-        raise PromptError(f"{where}: a prompt file starts with '---' and YAML front matter")
-    try:
-        head, body = text[4:].split("\n---\n", 1)
-        meta = yaml.safe_load(head) or {}
-    except (ValueError, yaml.YAMLError) as exc:
-        raise PromptError(f"{where}: unreadable front matter ({exc})") from None
-    if not isinstance(meta, dict):
-        raise PromptError(f"{where}: the front matter must be a mapping")
+    meta, body = split_front_matter(text, where, PromptError)
     prompt_id = str(meta.get("id", ""))
     if prompt_id != Path(where).name.removesuffix(".md") or not _ID.match(prompt_id):
         raise PromptError(f"{where}: id {prompt_id!r} must equal the file name and look like name-v1")
@@ -94,7 +86,7 @@ def parse_prompt(text: str, where: str) -> RerankPrompt:
         raise PromptError(f"{where}: 'user' (the user message template) is missing")
     if not isinstance(reask, str) or not reask.strip():
         raise PromptError(f"{where}: 'reask' (the follow-up for an unusable answer) is missing")
-    system = body.strip() + "\n"
+    system = body
     if "JSON" not in system:
         raise PromptError(f"{where}: the system message must ask for a JSON answer (JSON mode requires the word)")
     _check_template(system, SYSTEM_PLACEHOLDERS, f"{where} (system)")
