@@ -311,6 +311,8 @@ def assemble_split(
             f"(e.g. {missing_gold[:3]}): the queries and candidates tables do not belong together"
         )
     for move in by_move:
+        if sample_per_move is not None:
+            counts["query_sample"] = {"per_move": sample_per_move, "seed": sample_seed}
         if sample_per_move is not None and len(by_move[move]) > sample_per_move:
             counts.setdefault("queries_sampled_out", {})[move] = len(by_move[move]) - sample_per_move
             by_move[move] = sorted(by_move[move], key=lambda q: sample_order(q.query_id, sample_seed))[:sample_per_move]

@@ -144,7 +144,11 @@ def results_markdown(result: EvaluationResult, comparison: PairedComparison | No
         f"R@k = Recall@k, M@k = MRR@k; M@10 is the primary metric. Bold: best in the column. "
         f"Source: `{summary['source']}`.",
         "",
-        "Queries: " + ", ".join(f"{m} {counts.get(m, 0):,}" for m in MOVE_ORDER if m in summary["queries_by_move"]) + ".",
+        "Queries: " + ", ".join(f"{m} {counts.get(m, 0):,}" for m in MOVE_ORDER if m in summary["queries_by_move"]) + "."
+        + (f" A seeded sample of at most {summary['query_sample']['per_move']} queries per move (seed "
+           f"{summary['query_sample']['seed']}; left out: " + ", ".join(
+               f"{m} {n:,}" for m, n in summary.get("queries_sampled_out", {}).items()) + "), scored by every system."
+           if summary.get("query_sample") else ""),
         "",
         "## MRR@10",
         "",
