@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,8 +23,6 @@ from ratio_spark.evaluation.manifest import (
 )
 from ratio_spark.llm import ModelEndpoint
 from ratio_spark.lexicon.loader import DEFAULT_LEXICON_DIR
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture()
@@ -128,32 +124,33 @@ def test_output_only_settings_stay_out_of_the_config_hash():
     assert config_entry(a)["sha256"] == config_entry(b)["sha256"] != config_entry(c)["sha256"]
 
 
-def test_evaluate_writes_a_manifest_and_checks_it(world, tmp_path):
+def test_evaluate_writes_a_manifest_and_checks_it(world, tmp_path, capsys):
+    from ratio_spark.cli.main import main
+
     tables, lexicon = world
     results = tmp_path / "results"
     args = ["evaluate", "--set", f"tables.root={tables}", "--set", f"mining.lexicon={lexicon}", "--retrievers",
-            "bm25-1", "--analyses", "none", "--no-progress"]
+            "bm25-1", "--analyses", "none", "--no-progress", "--results", str(results)]
 
-    def cli(*extra: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "ratio_spark.cli.main", *args, *extra], capture_output=True,
-                              text=True, cwd=REPO, timeout=300)
+    def cli(*argv: str) -> tuple[int, str, str]:
+        status = main(list(argv))
+        out = capsys.readouterr()
+        return status, out.out, out.err
 
-    done = cli("--results", str(results))
-    assert done.returncode == 0, done.stderr
+    status, _, err = cli(*args)
+    assert status == 0, err
     manifest = json.loads((results / "manifest.json").read_text())
     assert manifest["command"] == "evaluate" and manifest["seeds"]["significance"] == 20260
     assert {"table:queries", "table:candidates", "lexicon"} <= set(manifest["inputs"])
     assert manifest["config"]["resolved"]["evaluation"]["retrievers"] == ["bm25-1"]
     assert manifest["code"]["commit"] and "packages" in manifest["environment"]
 
-    same = cli("--check-manifest", str(results), "--results", str(results))
-    assert same.returncode == 0 and "would read the same inputs" in same.stdout, same.stdout + same.stderr
-    other = cli("--check-manifest", str(results), "--results", str(results), "--depth", "50")
-    assert other.returncode == 1 and "config: sha256" in other.stdout
+    status, out, _ = cli(*args, "--check-manifest", str(results))
+    assert status == 0 and "would read the same inputs" in out, out
+    status, out, _ = cli(*args, "--check-manifest", str(results), "--depth", "50")
+    assert status == 1 and "config: sha256" in out
     (lexicon / "markers.tsv").write_text((lexicon / "markers.tsv").read_text() + "\n")
-    changed = subprocess.run([sys.executable, "-m", "ratio_spark.cli.main", "evaluate", "--check-manifest",
-                              str(results)], capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert changed.returncode == 1 and "lexicon: markers.tsv changed" in changed.stdout
-    missing = subprocess.run([sys.executable, "-m", "ratio_spark.cli.main", "evaluate", "--check-manifest",
-                              str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert missing.returncode == 2 and "no manifest.json" in missing.stderr
+    status, out, _ = cli("evaluate", "--check-manifest", str(results))
+    assert status == 1 and "lexicon: markers.tsv changed" in out
+    status, _, err = cli("evaluate", "--check-manifest", str(tmp_path))
+    assert status == 2 and "no manifest.json" in err

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -318,22 +316,30 @@ def _conf(llm_server, tmp_path, tables: Path, **rerank) -> Path:
     return path
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ratio_spark.cli.main", *args], capture_output=True, text=True,
-                          cwd=REPO, timeout=1200)
+@pytest.fixture()
+def cli(capsys):
+    """Run ``ratio-spark`` in this process: (exit status, stdout, stderr)."""
+    from ratio_spark.cli.main import main
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        status = main(list(argv))
+        out = capsys.readouterr()
+        return status, out.out, out.err
+    return run
 
 
 @pytest.mark.slow
 @pytest.mark.llm
-def test_evaluate_rerank_then_the_rerank_command_on_its_runs(llm_server, eval_tables, tmp_path):
+def test_evaluate_rerank_then_the_rerank_command_on_its_runs(llm_server, eval_tables, tmp_path, cli):
     """`evaluate --rerank` with sliding windows (6 candidates, windows of 4, 2 chosen: two requests per query),
     then `ratio-spark rerank --from-results` on its first-stage runs: the same reranked figures, every answer
     from the cache, and each folder with its funnel, intervals and manifest."""
     conf = _conf(llm_server, tmp_path, eval_tables, candidates=6, window=4, select=2, max_tokens=32)
     first = tmp_path / "first"
-    done = _cli("evaluate", "--conf", str(conf), "--retrievers", "bm25-1", "--moves", "specify", "--max-queries", "1",
-                "--analyses", "none", "--no-progress", "--results", str(first), "--rerank", "gemma-local")
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    status, out, err = cli("evaluate", "--conf", str(conf), "--retrievers", "bm25-1", "--moves", "specify",
+                           "--max-queries", "1", "--analyses", "none", "--no-progress", "--results", str(first),
+                           "--rerank", "gemma-local")
+    assert status == 0, out[-2000:] + err[-2000:]
     summary = json.loads((first / "summary.json").read_text())
     counts = summary["rerank"]["counts"][0]
     assert counts["queries"] == 1 and counts["failed"] == 0
@@ -349,8 +355,8 @@ def test_evaluate_rerank_then_the_rerank_command_on_its_runs(llm_server, eval_ta
     assert manifest["inputs"]["llm:gemma-local"]["cache_identity"] == llm_server.cache_identity
 
     second = tmp_path / "second"
-    done = _cli("rerank", "--conf", str(conf), "--from-results", str(first), "--results", str(second))
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    status, out, err = cli("rerank", "--conf", str(conf), "--from-results", str(first), "--results", str(second))
+    assert status == 0, out[-2000:] + err[-2000:]
     again = json.loads((second / "summary.json").read_text())
     assert again["rerank"]["client_usage"]["gemma-local"]["http_calls"] == 0
     assert again["rerank"]["counts"][0]["cached"] == counts["requests"]
@@ -360,16 +366,18 @@ def test_evaluate_rerank_then_the_rerank_command_on_its_runs(llm_server, eval_ta
     assert "run:bm25-1" in json.loads((second / "manifest.json").read_text())["inputs"]
 
 
-def test_the_rerank_command_refuses_bad_requests(eval_tables, tmp_path):
-    both = _cli("rerank", "--set", f"tables.root={eval_tables}", "--from-results", "x", "--run", "a=b")
-    assert both.returncode == 2 and "either --from-results" in both.stderr
+def test_the_rerank_command_refuses_bad_requests(eval_tables, tmp_path, cli):
+    status, _, err = cli("rerank", "--set", f"tables.root={eval_tables}", "--from-results", "x", "--run", "a=b")
+    assert status == 2 and "either --from-results" in err
     (tmp_path / "run.trec").write_text("q1 Q0 c1 1 not-a-number bm25\n")
-    bad = _cli("rerank", "--set", f"tables.root={eval_tables}", "--run", f"bm25={tmp_path / 'run.trec'}")
-    assert bad.returncode == 2 and "run.trec:1: score 'not-a-number' is not a number" in bad.stderr
+    status, _, err = cli("rerank", "--set", f"tables.root={eval_tables}", "--run", f"bm25={tmp_path / 'run.trec'}")
+    assert status == 2 and "run.trec:1: score 'not-a-number' is not a number" in err
     (tmp_path / "run.trec").write_text("q-none Q0 c1 1 3.5 bm25\n")
-    foreign = _cli("rerank", "--set", f"tables.root={eval_tables}", "--run", f"bm25={tmp_path / 'run.trec'}")
-    assert foreign.returncode == 2 and "holds none of the" in foreign.stderr
-    no_endpoint = _cli("evaluate", "--set", f"tables.root={eval_tables}", "--retrievers", "bm25-1", "--analyses",
-                       "none", "--max-queries", "1", "--no-progress", "--results", str(tmp_path / "r"),
-                       "--rerank", "nowhere")
-    assert no_endpoint.returncode == 2 and "no endpoint named 'nowhere'" in no_endpoint.stderr
+    status, _, err = cli("rerank", "--set", f"tables.root={eval_tables}", "--run", f"bm25={tmp_path / 'run.trec'}")
+    assert status == 2 and "holds none of the" in err
+    status, _, err = cli("rerank", "--set", f"tables.root={eval_tables}", "--from-results", str(tmp_path))
+    assert status == 2 and "not a results folder" in err
+    status, _, err = cli("evaluate", "--set", f"tables.root={eval_tables}", "--retrievers", "bm25-1", "--analyses",
+                         "none", "--max-queries", "1", "--no-progress", "--results", str(tmp_path / "r"),
+                         "--rerank", "nowhere")
+    assert status == 2 and "no endpoint named 'nowhere'" in err

@@ -119,8 +119,8 @@ def run(args) -> int:
     tree = config.evaluation.model_dump()
     try:
         if args.from_results:
+            runs = runs_of_results(args.from_results)  # first: it says so when the folder is not a results folder
             tree.update({k: v for k, v in _defaults_from(Path(args.from_results)).items() if v is not None})
-            runs = runs_of_results(args.from_results)
             if args.systems:
                 wanted = [s.strip() for s in args.systems.split(",") if s.strip()]
                 unknown = sorted(set(wanted) - {name for name, _, _ in runs})
