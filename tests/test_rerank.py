@@ -303,6 +303,30 @@ def test_a_server_crash_midway_then_a_rerun_answers_each_query_exactly_once(llm_
         proxy.close()
 
 
+@pytest.mark.slow
+@pytest.mark.llm
+def test_batch_mode_through_a_batch_api_stand_in(llm_server, eval_tables, tmp_path):
+    """mode=batch: OpenAI's Batch API path (files, batches, poll, download), served by the stand-in in
+    tests/llm_standin.py, which replays each uploaded line against the real local server."""
+    from llm_standin import BatchStandIn
+
+    standin = BatchStandIn(upstream=llm_server.base_url)
+    try:
+        endpoint = _local(llm_server, base_url=standin.base_url, name="gemma-batch")
+        settings = RerankConfig(**SMALL, mode="batch", batch_poll_interval_s=0.2, max_reasks=0)
+        data, result = _first_stage(eval_tables, 1)
+        client = _client(endpoint, tmp_path)
+        report = rerank_systems(result, data, client, settings, model="gemma-batch", state_dir=tmp_path / "batches")
+        counts = report.counts.iloc[0]
+        assert counts["sent"] == 1 and counts["failed"] == 0
+        assert standin.route_count("POST /v1/files") == 1 and standin.route_count("POST /v1/batches") == 1
+        assert (tmp_path / "batches" / "bm25-1" / "specify" / "w1" / "state.json").is_file()
+        assert client.usage()["gemma-batch"]["batch_requests"] == 1
+        _check_reranked(result, data, settings, name="bm25-1+rerank:gemma-batch")
+    finally:
+        standin.close()
+
+
 # ----------------------------------------------------------------------------------------------- the commands
 
 

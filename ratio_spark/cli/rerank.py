@@ -97,10 +97,15 @@ def print_rerank_report(report) -> int:
 
 
 def _defaults_from(folder: Path) -> dict:
+    """The evaluation settings of an `evaluate` results folder: the same split, data, queries and sample."""
     summary = json.loads((folder / "summary.json").read_text())
     settings = summary.get("settings") or {}
-    return {key: settings.get(key) for key in ("split", "source", "queries", "silver_table", "moves", "max_queries",
-                                               "sample_per_move", "sample_seed", "cutoffs", "depth")}
+    defaults = {key: settings.get(key) for key in ("split", "source", "queries", "silver_table", "moves",
+                                                   "max_queries", "sample_per_move", "sample_seed", "cutoffs", "depth")}
+    read_from = str((summary.get("data") or {}).get("source", ""))  # "tables:<root>" or "release:<root>"
+    if not defaults["source"] and ":" in read_from:
+        defaults["source"] = read_from.split(":", 1)[1]
+    return defaults
 
 
 def run(args) -> int:
