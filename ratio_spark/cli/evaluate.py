@@ -115,6 +115,8 @@ def run(args) -> int:
     except (ConfigError, ValidationError) as exc:
         return fail("evaluate", exc)
 
+    if args.rerank:
+        config.rerank.model = args.rerank
     if args.check_manifest:
         given = args.conf or args.overrides
         return check_manifest_command(args.check_manifest, resolved_config(config, settings) if given else None)
@@ -179,8 +181,6 @@ def run(args) -> int:
     if report:
         written.update(report.write(settings.results))
     tree = resolved_config(config, settings)
-    if report:
-        tree["rerank"] = report.settings.model_dump(mode="json")
     write_results_manifest(settings.results, "evaluate", tree, data, result,
                       tables_root=None if loaded["source"].startswith("release:") else source,
                       lexicon=config.mining.lexicon, extra_inputs=extra_inputs,

@@ -184,7 +184,9 @@ def run(args) -> int:
     for name, cover in coverage.items():
         print(f"  run {name:<26} " + ", ".join(f"{k} {v}" for k, v in cover.items()))
 
-    status, report, inputs = rerank_into(result, data, config, args.model or config.rerank.model, results, args)
+    if args.model:
+        config.rerank.model = args.model
+    status, report, inputs = rerank_into(result, data, config, config.rerank.model, results, args)
     if status:
         return status
     elapsed = time.perf_counter() - started
@@ -193,7 +195,6 @@ def run(args) -> int:
         "rerank": report.summary()})
     written.update(report.write(results))
     tree = resolved_config(config, settings)
-    tree["rerank"] = report.settings.model_dump(mode="json")
     write_results_manifest(results, "rerank", tree, data, result,
                       tables_root=None if data.source.startswith("release:") else source,
                       lexicon=config.mining.lexicon, extra_inputs={**run_inputs, **inputs},
