@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ratio_spark.cli.main import main
-from ratio_spark.lexicon.loader import DEFAULT_LEXICON_DIR, load_lexicon
+from ratio_spark.lexicon.loader import SHIPPED_DIR, load_lexicon
 from ratio_spark.lexicon.curation.build import LexiconBuildError, build_lexicon
 from ratio_spark.lexicon.curation.formats import (
     Candidate,
@@ -324,19 +324,19 @@ def test_cli_patterns_accept_build(tmp_path, capsys):
 
 
 def test_default_lexicon_dir_has_patterns():
-    assert (DEFAULT_LEXICON_DIR / "patterns" / "templates.tsv").exists()
+    assert (SHIPPED_DIR / "patterns" / "templates.tsv").exists()
 
 
 def test_lexicon_v2_is_v1_plus_vetted_markers():
     """v2 as committed: it loads, keeps every v1 marker, and every marker it adds was read (a decision says so)."""
     v1, v2 = load_lexicon("v1"), load_lexicon("v2")
     assert {(m.text, m.role, m.label) for m in v1.markers} <= {(m.text, m.role, m.label) for m in v2.markers}
-    provenance = read_provenance(DEFAULT_LEXICON_DIR / "v2")
+    provenance = read_provenance(SHIPPED_DIR / "v2")
     added = [m for m in v2.markers if m.text not in v1.by_text()]
     assert len(added) >= 100
     for m in added:
         assert "decision" in provenance[m.text], m.text
         assert m.evidence, m.text
     assert all("decision" in provenance[m.text] for m in v2.markers if m.source == "pattern")
-    build = json.loads((DEFAULT_LEXICON_DIR / "v2" / "build.json").read_text())
+    build = json.loads((SHIPPED_DIR / "v2" / "build.json").read_text())
     assert build["markers"] == len(v2.markers) and build["base"]["version"] == "v1"

@@ -22,7 +22,7 @@ from ratio_spark.evaluation.manifest import (
     write_manifest,
 )
 from ratio_spark.llm import ModelEndpoint
-from ratio_spark.lexicon.loader import DEFAULT_LEXICON_DIR
+from ratio_spark.lexicon.loader import SHIPPED_DIR
 
 
 @pytest.fixture()
@@ -32,7 +32,7 @@ def world(tmp_path):
 
     tables = write_eval_tables(tmp_path / "tables")
     lexicon = tmp_path / "lexicons" / "v1"
-    shutil.copytree(DEFAULT_LEXICON_DIR / "v1", lexicon)
+    shutil.copytree(SHIPPED_DIR / "v1", lexicon)
     return tables, lexicon
 
 

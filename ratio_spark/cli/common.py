@@ -46,10 +46,11 @@ def add_local_server_args(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 @contextlib.contextmanager
-def llm_client(settings, model: str, *, local_server: bool = False, local_port: int | None = None,
+def llm_client(settings, model: str, local_server: bool = False, local_port: int | None = None, *,
                local_n_ctx: int = 2048):
     """An LLMClient for the ``llm:`` section (``settings``), plus the bundled local server when asked for.
     Yields (client, endpoint name); the server stops when the block ends, even on SIGTERM."""
+    from ratio_spark.core.config import ConfigError
     from ratio_spark.llm import LLMClient, LLMSettings
 
     settings = settings or LLMSettings()
@@ -82,11 +83,24 @@ def llm_client(settings, model: str, *, local_server: bool = False, local_port: 
             signal.signal(signal.SIGTERM, previous)
         return
     if not any(m.name == model for m in settings.models):
-        raise LookupError(
+        raise ConfigError(
             f"no endpoint named {model!r} in the llm: section (have: {[m.name for m in settings.models]}); "
             "add one, pass --model, or use --local-server"
         )
     yield LLMClient(settings), model
+
+
+def validated_settings(tree: dict):
+    """The ``evaluation:`` settings from a tree of values; a bad key is a ConfigError naming it."""
+    from pydantic import ValidationError
+
+    from ratio_spark.core.config import ConfigError, validation_message
+    from ratio_spark.evaluation.settings import EvaluationConfig
+
+    try:
+        return EvaluationConfig.model_validate(tree)
+    except ValidationError as exc:
+        raise ConfigError(validation_message(exc, "invalid evaluation settings", prefix="evaluation.")) from None
 
 
 def resolved_config(config, settings) -> dict:
@@ -107,14 +121,3 @@ def write_results_manifest(folder, command: str, config_tree: dict, data, result
               "lexicon": lexicon_entry(lexicon, lexicon_versions(tables_root) if tables_root else None)}
     write_manifest(folder, build_manifest(command, config_tree, inputs, seeds=seeds, timings=timings))
 
-
-def fail(command: str, problem) -> int:
-    """Print ``ratio-spark <command>: <problem>`` on stderr; the exit status of a bad request (2). A pydantic
-    ValidationError of the ``evaluation:`` settings is printed as one line per bad key."""
-    import sys
-
-    if hasattr(problem, "errors"):
-        lines = [f"  evaluation.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in problem.errors()]
-        problem = "invalid settings:\n" + "\n".join(lines)
-    print(f"ratio-spark {command}: {problem}", file=sys.stderr)
-    return 2

@@ -13,7 +13,6 @@ runs. See docs/evaluation.md.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -50,8 +49,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _settings(args, config):
-    from ratio_spark.evaluation.settings import EvaluationConfig
-
     tree = config.evaluation.model_dump()
     if args.split:
         tree["split"] = args.split
@@ -81,17 +78,15 @@ def _settings(args, config):
         tree["progress"] = False
     if args.sample_per_move:
         tree["sample_per_move"] = args.sample_per_move
-    return EvaluationConfig.model_validate(tree)
+    from ratio_spark.cli.common import validated_settings
+
+    return validated_settings(tree)
 
 
 def check_manifest_command(folder: str, config: dict | None) -> int:
-    from ratio_spark.evaluation.manifest import ManifestError, check_manifest
+    from ratio_spark.evaluation.manifest import check_manifest
 
-    try:
-        check = check_manifest(folder, config=config)
-    except ManifestError as exc:
-        print(f"ratio-spark evaluate: {exc}", file=sys.stderr)
-        return 2
+    check = check_manifest(folder, config=config)
     for note in check.notes:
         print(f"  note: {note}")
     if check.same_inputs:
@@ -104,39 +99,33 @@ def check_manifest_command(folder: str, config: dict | None) -> int:
 
 
 def run(args) -> int:
-    from pydantic import ValidationError
-
-    from ratio_spark.cli.common import fail, resolved_config, write_results_manifest
+    from ratio_spark.cli.common import resolved_config, write_results_manifest
     from ratio_spark.core.config import ConfigError, load_config
 
-    try:
-        config = load_config(args.conf, args.overrides)
-        settings = _settings(args, config)
-    except (ConfigError, ValidationError) as exc:
-        return fail("evaluate", exc)
-
+    config = load_config(args.conf, args.overrides)
+    settings = _settings(args, config)
     if args.rerank:
         config.rerank.model = args.rerank
     if args.check_manifest:
         given = args.conf or args.overrides
         return check_manifest_command(args.check_manifest, resolved_config(config, settings) if given else None)
     if args.rerank and config.rerank.candidates > settings.depth:
-        return fail("evaluate", f"rerank.candidates ({config.rerank.candidates}) exceeds the first-stage depth "
-                                f"({settings.depth}); raise --depth or lower rerank.candidates")
+        raise ConfigError(f"rerank.candidates ({config.rerank.candidates}) exceeds the first-stage depth "
+                          f"({settings.depth}): raise --depth or lower rerank.candidates")
 
+    from ratio_spark.cli.preflight import model_checks, require
     from ratio_spark.evaluation.data import BenchmarkDataError, load_split
-    from ratio_spark.evaluation.models import ModelError, offline
+    from ratio_spark.evaluation.models import offline
+    from ratio_spark.evaluation.settings import parse_retriever_spec
 
     offline()
+    specs = [parse_retriever_spec(spec) for spec in settings.retrievers]
+    require(model_checks([s["model"] for s in specs if "model" in s], settings.models))
     source = settings.source or config.tables.root
     silver = settings.silver_table or (config.tables.location("silver") if not settings.source else None)
     started = time.perf_counter()
-    try:
-        data = load_split(source, settings.split, settings.moves, settings.queries, silver, settings.max_queries,
-                          settings.sample_per_move, settings.sample_seed)
-    except BenchmarkDataError as exc:
-        print(f"ratio-spark evaluate: {exc}", file=sys.stderr)
-        return 2
+    data = load_split(source, settings.split, settings.moves, settings.queries, silver, settings.max_queries,
+                      settings.sample_per_move, settings.sample_seed)
     loaded = data.summary()
     print(f"== evaluate: {settings.split} split, {settings.queries} queries, from {loaded['source']} ==")
     print(f"  pool_candidates                {loaded['pool_candidates']}")
@@ -151,26 +140,20 @@ def run(args) -> int:
               f"{config.rerank.candidates} -> {config.rerank.select}")
     print(f"  analyses                       {', '.join(settings.analyses) or 'none'}", flush=True)
     if not any(loaded["queries_by_move"].values()):
-        print("ratio-spark evaluate: no queries to score for these moves and this split", file=sys.stderr)
-        return 2
+        raise BenchmarkDataError(f"no queries to score for moves {settings.moves} in split {settings.split!r} "
+                                 f"of {loaded['source']}: choose other --moves / --split")
 
     from ratio_spark.evaluation.runner import run_evaluation
     from ratio_spark.evaluation.reports import write_results
     from ratio_spark.evaluation.retrieval.cache import EmbeddingCache
 
     cache = EmbeddingCache(settings.cache_dir, enabled=settings.cache)
-    try:
-        result = run_evaluation(data, settings, cache=cache, log=lambda line: print(line, flush=True))
-    except ModelError as exc:
-        print(f"ratio-spark evaluate: {exc}", file=sys.stderr)
-        return 2
+    result = run_evaluation(data, settings, cache=cache, log=lambda line: print(line, flush=True))
     report, extra_inputs = None, {}
     if args.rerank:
         from ratio_spark.cli.rerank import rerank_into
 
-        status, report, extra_inputs = rerank_into(result, data, config, args.rerank, settings.results, args)
-        if status:
-            return status
+        report, extra_inputs = rerank_into(result, data, config, args.rerank, settings.results, args)
     elapsed = time.perf_counter() - started
     written = write_results(result, settings.results, significance=settings.significance, extra_summary={
         "settings": settings.model_dump(mode="json"), "elapsed_seconds": round(elapsed, 1),
@@ -182,12 +165,12 @@ def run(args) -> int:
         written.update(report.write(settings.results))
     tree = resolved_config(config, settings)
     write_results_manifest(settings.results, "evaluate", tree, data, result,
-                      tables_root=None if loaded["source"].startswith("release:") else source,
-                      lexicon=config.mining.lexicon, extra_inputs=extra_inputs,
-                      seeds={"significance": settings.significance.seed,
-                             **({"query_sample": settings.sample_seed} if settings.sample_per_move else {})},
-                      timings={"elapsed_seconds": round(elapsed, 1), "systems": result.timings,
-                               **({"rerank_seconds": round(report.seconds, 1)} if report else {})})
+                           tables_root=None if loaded["source"].startswith("release:") else source,
+                           lexicon=config.mining.lexicon, extra_inputs=extra_inputs,
+                           seeds={"significance": settings.significance.seed,
+                                  **({"query_sample": settings.sample_seed} if settings.sample_per_move else {})},
+                           timings={"elapsed_seconds": round(elapsed, 1), "systems": result.timings,
+                                    **({"rerank_seconds": round(report.seconds, 1)} if report else {})})
     written["manifest.json"] = str(Path(settings.results) / "manifest.json")
 
     print("\n== evaluate: summary ==")

@@ -42,38 +42,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def rerank_into(result, data, config, model: str, results_folder, args):
-    """Rerank the first-stage systems of ``result`` in place: (exit status or 0, report, manifest inputs)."""
+    """Rerank the first-stage systems of ``result`` in place: (report, manifest inputs). An interrupt, a batch
+    still running or a bad answer reach the CLI's one handler (a rerun resumes from the cache)."""
     from ratio_spark.cli.common import llm_client
     from ratio_spark.evaluation.manifest import files_entry
-    from ratio_spark.llm import BatchNotFinished, LLMError
-    from ratio_spark.rerank.prompts import PromptError
     from ratio_spark.rerank.runner import rerank_systems
 
     settings = config.rerank.model_copy(update={"model": model})
     state_dir = Path(settings.batch_state_dir or Path(results_folder) / "rerank" / "batches")
     result.window = settings.candidates
-    try:
-        with llm_client(config.llm, model, local_server=args.local_server, local_port=args.local_port,
-                        local_n_ctx=args.local_n_ctx) as (client, name):
-            report = rerank_systems(result, data, client, settings, model=name, state_dir=state_dir,
-                                    log=lambda line: print(line, flush=True))
-            inputs = report.manifest_inputs(client.endpoint(name))
-    except KeyboardInterrupt:
-        print("\ninterrupted: every answer received so far is cached; run the same command again to resume.",
-              file=sys.stderr)
-        return 130, None, {}
-    except BatchNotFinished as exc:
-        print(f"ratio-spark: {exc}. The batch keeps running: run the same command again to collect it.",
-              file=sys.stderr)
-        return 3, None, {}
-    except (LookupError, LLMError, PromptError, ValueError) as exc:
-        print(f"ratio-spark: {exc}", file=sys.stderr)
-        return 2, None, {}
+    with llm_client(config.llm, model, args.local_server, args.local_port, local_n_ctx=args.local_n_ctx) \
+            as (client, name):
+        report = rerank_systems(result, data, client, settings, model=name, state_dir=state_dir,
+                                log=lambda line: print(line, flush=True))
+        inputs = report.manifest_inputs(client.endpoint(name))
     if args.local_server:
         from ratio_spark.llm.local_server import gemma_model_path
 
         inputs[f"model:llm:{model}"] = files_entry(gemma_model_path(), name="bundled gemma 3 270M GGUF")
-    return 0, report, inputs
+    return report, inputs
 
 
 def print_rerank_report(report) -> int:
@@ -109,50 +96,40 @@ def _defaults_from(folder: Path) -> dict:
 
 
 def run(args) -> int:
-    from pydantic import ValidationError
-
-    from ratio_spark.cli.common import fail, resolved_config, write_results_manifest
+    from ratio_spark.cli.common import resolved_config, validated_settings, write_results_manifest
     from ratio_spark.core.config import ConfigError, load_config
     from ratio_spark.evaluation.runs import RunError, read_run_files, runs_of_results
 
-    try:
-        config = load_config(args.conf, args.overrides)
-    except ConfigError as exc:
-        return fail("rerank", exc)
+    config = load_config(args.conf, args.overrides)
     if bool(args.from_results) == bool(args.run):
-        return fail("rerank", "give either --from-results FOLDER or --run NAME=PATH (one or more)")
+        raise ConfigError("give either --from-results FOLDER or --run NAME=PATH (one or more)")
     tree = config.evaluation.model_dump()
-    try:
-        if args.from_results:
-            runs = runs_of_results(args.from_results)  # first: it says so when the folder is not a results folder
-            tree.update({k: v for k, v in _defaults_from(Path(args.from_results)).items() if v is not None})
-            if args.systems:
-                wanted = [s.strip() for s in args.systems.split(",") if s.strip()]
-                unknown = sorted(set(wanted) - {name for name, _, _ in runs})
-                if unknown:
-                    raise RunError(f"--systems {unknown} are not in {args.from_results} "
-                                   f"(it has {[name for name, _, _ in runs]})")
-                runs = [r for r in runs if r[0] in wanted]
-        else:
-            runs = []
-            for spec in args.run:
-                name, sep, path = spec.partition("=")
-                if not sep or not name or not path:
-                    raise RunError(f"--run {spec!r} must look like NAME=PATH")
-                runs.append((name, name, Path(path)))
-        for key, value in (("split", args.split), ("source", args.source), ("sample_per_move", args.sample_per_move)):
-            if value:
-                tree[key] = value
-        results = args.results or (f"{str(args.from_results).rstrip('/')}-rerank" if args.from_results
-                                   else config.evaluation.results)
-        tree["results"] = results
-        from ratio_spark.evaluation.settings import EvaluationConfig
+    if args.from_results:
+        runs = runs_of_results(args.from_results)  # first: it says so when the folder is not a results folder
+        tree.update({k: v for k, v in _defaults_from(Path(args.from_results)).items() if v is not None})
+        if args.systems:
+            wanted = [s.strip() for s in args.systems.split(",") if s.strip()]
+            unknown = sorted(set(wanted) - {name for name, _, _ in runs})
+            if unknown:
+                raise RunError(f"--systems {unknown} are not in {args.from_results} "
+                               f"(it has {[name for name, _, _ in runs]})")
+            runs = [r for r in runs if r[0] in wanted]
+    else:
+        runs = []
+        for spec in args.run:
+            name, sep, path = spec.partition("=")
+            if not sep or not name or not path:
+                raise RunError(f"--run {spec!r} must look like NAME=PATH")
+            runs.append((name, name, Path(path)))
+    for key, value in (("split", args.split), ("source", args.source), ("sample_per_move", args.sample_per_move)):
+        if value:
+            tree[key] = value
+    results = args.results or (f"{str(args.from_results).rstrip('/')}-rerank" if args.from_results
+                               else config.evaluation.results)
+    tree["results"] = results
+    settings = validated_settings(tree)
 
-        settings = EvaluationConfig.model_validate(tree)
-    except (RunError, ValidationError) as exc:
-        return fail("rerank", exc)
-
-    from ratio_spark.evaluation.data import BenchmarkDataError, load_split
+    from ratio_spark.evaluation.data import load_split
     from ratio_spark.evaluation.manifest import files_entry
     from ratio_spark.evaluation.reports import write_results
     from ratio_spark.evaluation.runner import add_system, empty_result
@@ -160,25 +137,22 @@ def run(args) -> int:
     started = time.perf_counter()
     source = settings.source or config.tables.root
     silver = settings.silver_table or (config.tables.location("silver") if not settings.source else None)
-    try:
-        data = load_split(source, settings.split, settings.moves, settings.queries, silver, settings.max_queries,
-                          settings.sample_per_move, settings.sample_seed)
-        result = empty_result(data, settings.cutoffs, config.rerank.candidates)
-        run_inputs, coverage = {}, {}
-        for name, label, path in runs:
-            rankings = read_run_files(path)
-            by_move = {move: {q.query_id: rankings[q.query_id] for q in queries if q.query_id in rankings}
-                       for move, queries in data.queries.items()}
-            in_split = {q.query_id for queries in data.queries.values() for q in queries}
-            coverage[name] = {"split_queries_missing_from_run": len(in_split - set(rankings)),
-                              "run_queries_outside_split": len(set(rankings) - in_split)}
-            if not set(rankings) & in_split:
-                raise RunError(f"run {name} ({path}) holds none of the {len(in_split)} queries of the "
-                               f"{settings.split} split: wrong split or wrong run?")
-            add_system(result, data, {"name": name, "label": label, "run": str(path)}, by_move)
-            run_inputs[f"run:{name}"] = files_entry(path, ["*.trec"])
-    except (BenchmarkDataError, RunError) as exc:
-        return fail("rerank", exc)
+    data = load_split(source, settings.split, settings.moves, settings.queries, silver, settings.max_queries,
+                      settings.sample_per_move, settings.sample_seed)
+    result = empty_result(data, settings.cutoffs, config.rerank.candidates)
+    run_inputs, coverage = {}, {}
+    for name, label, path in runs:
+        rankings = read_run_files(path)
+        by_move = {move: {q.query_id: rankings[q.query_id] for q in queries if q.query_id in rankings}
+                   for move, queries in data.queries.items()}
+        in_split = {q.query_id for queries in data.queries.values() for q in queries}
+        coverage[name] = {"split_queries_missing_from_run": len(in_split - set(rankings)),
+                          "run_queries_outside_split": len(set(rankings) - in_split)}
+        if not set(rankings) & in_split:
+            raise RunError(f"run {name} ({path}) holds none of the {len(in_split)} queries of the "
+                           f"{settings.split} split: wrong split or wrong run?")
+        add_system(result, data, {"name": name, "label": label, "run": str(path)}, by_move)
+        run_inputs[f"run:{name}"] = files_entry(path, ["*.trec"])
     print(f"== rerank: {settings.split} split, {data.query_set} queries, from {data.source} ==")
     print("  queries_by_move                " + ", ".join(f"{m} {len(q)}" for m, q in data.queries.items()))
     for name, cover in coverage.items():
@@ -186,9 +160,7 @@ def run(args) -> int:
 
     if args.model:
         config.rerank.model = args.model
-    status, report, inputs = rerank_into(result, data, config, config.rerank.model, results, args)
-    if status:
-        return status
+    report, inputs = rerank_into(result, data, config, config.rerank.model, results, args)
     elapsed = time.perf_counter() - started
     written = write_results(result, results, significance=settings.significance, extra_summary={
         "settings": settings.model_dump(mode="json"), "elapsed_seconds": round(elapsed, 1), "runs": coverage,
@@ -196,11 +168,11 @@ def run(args) -> int:
     written.update(report.write(results))
     tree = resolved_config(config, settings)
     write_results_manifest(results, "rerank", tree, data, result,
-                      tables_root=None if data.source.startswith("release:") else source,
-                      lexicon=config.mining.lexicon, extra_inputs={**run_inputs, **inputs},
-                      seeds={"significance": settings.significance.seed,
-                             **({"query_sample": settings.sample_seed} if settings.sample_per_move else {})},
-                      timings={"elapsed_seconds": round(elapsed, 1), "rerank_seconds": round(report.seconds, 1)})
+                           tables_root=None if data.source.startswith("release:") else source,
+                           lexicon=config.mining.lexicon, extra_inputs={**run_inputs, **inputs},
+                           seeds={"significance": settings.significance.seed,
+                                  **({"query_sample": settings.sample_seed} if settings.sample_per_move else {})},
+                           timings={"elapsed_seconds": round(elapsed, 1), "rerank_seconds": round(report.seconds, 1)})
     print("\n== rerank: MRR@10 (%), full pool ==")
     print("  " + result.table("M@10").round(1).to_string().replace("\n", "\n  "))
     print(f"\n  results                        {results}: "

@@ -65,11 +65,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="write the table as CSV")
 
 
-def _fail(message: str) -> int:
-    print(f"ratio-spark silver: {message}", file=sys.stderr)
-    return 2
-
-
 def _load(args):
     from ratio_spark.core.config import load_config
 
@@ -77,11 +72,10 @@ def _load(args):
 
 
 def _client(config, args):
-    """An LLMClient for the llm: section (or the bundled local server with --local-server): (client, endpoint)."""
+    """An LLMClient for the llm: section (plus the bundled local server with --local-server): (client, endpoint)."""
     from ratio_spark.cli.common import llm_client
 
-    return llm_client(config.llm, args.model or config.silver.model, local_server=args.local_server,
-                      local_port=args.local_port)
+    return llm_client(config.llm, args.model or config.silver.model, args.local_server, args.local_port)
 
 
 def _print_frame(title: str, frame) -> None:
@@ -173,7 +167,7 @@ def _cmd_sheet(config, args) -> int:
 def _cmd_agreement(config, args) -> int:
     import pandas as pd
 
-    from ratio_spark.silver.agreement import agreement_table, calibration_annotator, format_table, load_labels
+    from ratio_spark.silver.agreement import LabelsError, agreement_table, calibration_annotator, format_table, load_labels
     from ratio_spark.silver.judge import judge_pairs
     from ratio_spark.silver.pairs import load_pairs
     from ratio_spark.silver.prompts import load_prompts
@@ -184,14 +178,14 @@ def _cmd_agreement(config, args) -> int:
     pairs = pairs[pairs["query_id"].isin(set(labels["query_id"]))]
     missing = set(labels["query_id"]) - set(pairs["query_id"])
     if missing:
-        return _fail(f"{len(missing)} labelled pairs are not in the queries table (e.g. {sorted(missing)[0]}): "
-                     "were the labels made on these tables?")
+        raise LabelsError(f"{len(missing)} labelled pairs are not in the queries table (e.g. {sorted(missing)[0]}): "
+                          "were the labels made on these tables?")
     if args.moves:
         wanted = {m.strip() for m in args.moves.split(",") if m.strip()}
         pairs = pairs[pairs["move"].isin(wanted)]
         labels = labels[labels["query_id"].isin(set(pairs["query_id"]))]
         if pairs.empty:
-            return _fail(f"no labelled pairs of move(s) {sorted(wanted)}")
+            raise LabelsError(f"no labelled pairs of move(s) {sorted(wanted)}: choose --moves among the labelled ones")
     all_prompts = load_prompts(config.silver.prompt_dir)
     variants = {m: list(all_prompts[m].values()) for m in sorted(pairs["move"].unique())}
     with _client(config, args) as (client, model):
@@ -225,12 +219,13 @@ def _cmd_agreement(config, args) -> int:
 
 def _cmd_anaphora(config, args) -> int:
     from ratio_spark.silver.anaphora import anaphora_table, format_anaphora
+    from ratio_spark.silver.pairs import PairsError
     from ratio_spark.silver.table import read_silver
 
     split = args.split or config.silver.split
     judged = read_silver(config.tables.location("silver"), split)
     if judged.empty:
-        return _fail(f"the silver table has no rows for split {split!r}")
+        raise PairsError(f"the silver table has no rows for split {split!r}: build it first (ratio-spark silver build)")
     table = anaphora_table(judged)
     print(format_anaphora(table))
     if args.out:
@@ -245,24 +240,4 @@ COMMANDS = {"sample": _cmd_sample, "build": _cmd_build, "judge": _cmd_build, "sh
 
 
 def run(args: argparse.Namespace) -> int:
-    from ratio_spark.core.config import ConfigError
-    from ratio_spark.silver.agreement import LabelsError
-    from ratio_spark.silver.pairs import PairsError
-    from ratio_spark.silver.prompts import PromptError
-
-    try:
-        from ratio_spark.llm import LLMError
-    except ImportError:  # the LLM client is not installed: only sample, sheet and anaphora can run
-        LLMError = RuntimeError  # noqa: N806
-
-    try:
-        config = _load(args)
-        return COMMANDS[args.silver_command](config, args)
-    except KeyboardInterrupt:
-        print("\ninterrupted: every answer received so far is cached; run the same command again to resume.",
-              file=sys.stderr)
-        return 130
-    except LLMError as exc:  # includes BatchNotFinished: the batch keeps running at OpenAI
-        return _fail(f"{exc}\n(answers received so far are cached; run the same command again to resume)")
-    except (ConfigError, PairsError, PromptError, LabelsError, LookupError, FileNotFoundError) as exc:
-        return _fail(str(exc))
+    return COMMANDS[args.silver_command](_load(args), args)

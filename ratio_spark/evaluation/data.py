@@ -3,7 +3,8 @@ shared pool, and each query's ``exclude_candidate_ids`` (its own sentence, when 
 
 Plain Python (``deltalake`` + pyarrow), no JVM. Two sources hold the same rows:
 
-* the Delta tables ``queries`` and ``candidates`` (``docs/benchmark-tables.md``), read partition-pruned;
+* the Delta tables ``queries`` and ``candidates`` (``docs/tables.md``), read partition-pruned
+  (``ratio_spark.core.delta``);
 * the release export (``<release>/parquet/<split>/{queries,candidates}`` or ``<release>/jsonl/<split>/*.jsonl``).
 
 ``queries="silver"`` keeps only the queries that the LLM judge accepted: it joins the Delta table ``silver``
@@ -23,20 +24,20 @@ from pathlib import Path
 from typing import Iterable, Literal, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ratio_spark.core.delta import DeltaColumnsMissing, delta_version, is_delta_table, read_delta
+from ratio_spark.core.errors import UserError
+from ratio_spark.core.schema import MOVES, SPLITS
 from ratio_spark.evaluation.manifest import delta_entry, files_entry
 
-MOVES = ("address", "broaden", "specify")
-SPLITS = ("train", "validation", "test")
 QuerySet = Literal["all", "silver"]
 
 QUERY_COLUMNS = ["query_id", "move", "query_text", "gold_candidate_id", "exclude_candidate_ids", "paper_id", "marker"]
 CANDIDATE_COLUMNS = ["candidate_id", "text", "source", "gold_moves", "paper_id"]
 
 
-class BenchmarkDataError(ValueError):
+class BenchmarkDataError(UserError, ValueError):
     """The benchmark cannot be loaded as asked (missing table, unknown split or move, broken contract)."""
 
 
@@ -148,52 +149,21 @@ class BenchmarkSplit:
 # --------------------------------------------------------------------------------------------- reading
 
 
-def _is_delta(location: Path) -> bool:
-    return (location / "_delta_log").is_dir()
-
-
-def read_delta(location: str | Path, columns: Sequence[str], split: str | None = None,
-               versions: dict | None = None) -> pa.Table:
-    """Read a Delta table (optionally one ``split`` partition) as Arrow; ``versions`` (if given) gets
-    ``{location: version read}``.
-
-    Reader-version-1 tables (what Spark and ``write_deltalake`` write here: no deletion vectors, no column
-    mapping) are read as their active Parquet files with pyarrow; ``deltalake``'s own scan is used otherwise.
-    The plain-file path also avoids an abort at interpreter exit that deltalake 1.6's scan triggers.
-    """
-    from deltalake import DeltaTable
-
-    location = Path(location)
-    if not _is_delta(location):
-        raise BenchmarkDataError(f"no Delta table at {location}")
-    table = DeltaTable(str(location))
-    if versions is not None:
-        versions[str(location)] = table.version()
-    partition_columns = table.metadata().partition_columns
-    predicate = [("split", "=", split)] if split is not None and "split" in partition_columns else None
-    file_columns = [c for c in columns if c not in partition_columns]
-    if table.protocol().min_reader_version == 1:
-        files = table.file_uris(file_pruning_predicate=predicate) if predicate else table.file_uris()
-        if files:
-            data = pq.ParquetDataset(files).read(columns=file_columns)
-        else:  # an empty table or partition: the right columns, no rows
-            schema = pa.schema(table.schema().to_arrow())
-            data = pa.Table.from_batches([], schema=pa.schema([schema.field(c) for c in file_columns]))
-        if predicate:
-            data = data.append_column("split", pa.array([split] * data.num_rows, type=pa.string()))
-    else:  # pragma: no cover - tables with newer reader features
-        data = table.to_pyarrow_table(filters=predicate, columns=list(columns) + (["split"] if predicate else []))
-    if split is not None and "split" not in partition_columns:
-        if "split" not in data.column_names:
-            data = table.to_pyarrow_table(columns=list(columns) + ["split"])
-        data = data.filter(pc.equal(data["split"], split))
-    return data
+def read_recorded(location: Path, columns: Sequence[str], inputs: dict, role: str, split: str | None = None) -> pa.Table:
+    """A Delta table (one ``split`` of it when given; a partition column is pruned) at its latest version,
+    recorded in ``inputs`` as ``table:<role>`` (location and version) for the run manifest."""
+    version = delta_version(location)
+    inputs[f"table:{role}"] = delta_entry(location, version)
+    try:
+        return read_delta(location, columns, filters=[("split", "=", split)] if split else None, version=version)
+    except DeltaColumnsMissing as exc:
+        raise BenchmarkDataError(str(exc)) from None
 
 
 def lexicon_versions(tables_root: str | Path) -> list[str] | None:
     """The lexicon versions named in ``<tables_root>/mined_pairs`` (None without that table)."""
     mined = Path(tables_root) / "mined_pairs"
-    if not _is_delta(mined):
+    if not is_delta_table(mined):
         return None
     return sorted(str(v) for v in read_delta(mined, ["lexicon_version"]).column("lexicon_version").unique().to_pylist())
 
@@ -214,19 +184,16 @@ def _read_release(root: Path, split: str, name: str, columns: Sequence[str]) -> 
     )
 
 
-def read_silver(location: str | Path, versions: dict | None = None) -> pa.Table:
-    """The LLM judge's verdicts (``query_id``, ``move``, ``accepted``); a clear error when absent."""
+def read_silver(location: str | Path, inputs: dict | None = None) -> pa.Table:
+    """The LLM judge's verdicts (``query_id``, ``move``, ``accepted``); a clear error when absent; ``inputs``
+    (if given) records the version read."""
     location = Path(location)
-    if not _is_delta(location):
+    if not is_delta_table(location):
         raise BenchmarkDataError(
             f"--queries silver needs the Delta table 'silver' (query_id, move, accepted) at {location}, and there "
             "is none: build it with the LLM judge first, point to it with --silver PATH, or evaluate --queries all"
         )
-    data = read_delta(location, ["query_id", "move", "accepted"], versions=versions)
-    missing = {"query_id", "move", "accepted"} - set(data.column_names)
-    if missing:
-        raise BenchmarkDataError(f"the silver table at {location} lacks columns {sorted(missing)}")
-    return data
+    return read_recorded(location, ["query_id", "move", "accepted"], {} if inputs is None else inputs, "silver")
 
 
 # --------------------------------------------------------------------------------------------- assembling
@@ -350,11 +317,10 @@ def load_split(
     if queries not in ("all", "silver"):
         raise BenchmarkDataError(f"unknown query set {queries!r}; choose 'all' or 'silver'")
     root = Path(source)
-    versions: dict[str, int] = {}
     inputs: dict[str, dict] = {}
-    if _is_delta(root / "queries") and _is_delta(root / "candidates"):
-        query_table = read_delta(root / "queries", QUERY_COLUMNS, split=split, versions=versions)
-        candidate_table = read_delta(root / "candidates", CANDIDATE_COLUMNS, split=split, versions=versions)
+    if is_delta_table(root / "queries") and is_delta_table(root / "candidates"):
+        query_table = read_recorded(root / "queries", QUERY_COLUMNS, inputs, "queries", split)
+        candidate_table = read_recorded(root / "candidates", CANDIDATE_COLUMNS, inputs, "candidates", split)
         kind = f"tables:{root}"
         default_silver = root / "silver"
     elif (root / "parquet").is_dir() or (root / "jsonl").is_dir():
@@ -373,10 +339,7 @@ def load_split(
         location = silver_location or default_silver
         if location is None:
             raise BenchmarkDataError("--queries silver on a release needs --silver PATH (the Delta table 'silver')")
-        silver = read_silver(location, versions)
-    roles = {str(root / "queries"): "queries", str(root / "candidates"): "candidates"}
-    for location, version in versions.items():
-        inputs[f"table:{roles.get(location, 'silver')}"] = delta_entry(location, version)
+        silver = read_silver(location, inputs)
     data = assemble_split(split, query_table, candidate_table, moves=moves, silver=silver, source=kind,
                           max_queries=max_queries, sample_per_move=sample_per_move, sample_seed=sample_seed)
     data.inputs = inputs

@@ -35,6 +35,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
 
+from ratio_spark.core.errors import UserError
+
 MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +51,7 @@ PACKAGES = ("ratio-spark", "numpy", "pandas", "pyarrow", "deltalake", "scipy", "
             "jsonschema", "pydantic", "pyspark", "delta-spark", "spark-nlp")
 
 
-class ManifestError(ValueError):
+class ManifestError(UserError, ValueError):
     """A results folder without a readable manifest."""
 
 

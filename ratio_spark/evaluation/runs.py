@@ -11,6 +11,7 @@ import json
 import re
 from pathlib import Path
 
+from ratio_spark.core.errors import UserError
 from ratio_spark.evaluation.retrieval.base import Ranking, Rankings
 
 
@@ -19,7 +20,7 @@ def run_folder_name(system: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", system).strip("_")
 
 
-class RunError(ValueError):
+class RunError(UserError, ValueError):
     """A run file or folder that cannot be read; the message names the file and line."""
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from ratio_spark.core.errors import UserError
 from ratio_spark.core.front_matter import split_front_matter
 
 MOVES = ("address", "broaden", "specify")
@@ -28,7 +29,7 @@ USER_PLACEHOLDERS = ({"query", "candidates"}, {"count"})
 REASK_PLACEHOLDERS = ({"problems"}, {"select", "count"})
 
 
-class PromptError(ValueError):
+class PromptError(UserError, ValueError):
     """A prompt file is malformed, or the configured prompt id does not exist."""
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from ratio_spark.core.strict import StrictModel
 
 
-class RerankConfig(BaseModel):
+class RerankConfig(StrictModel):
     """How a first-stage run is reranked listwise by an LLM endpoint of the ``llm:`` section."""
-
-    model_config = ConfigDict(extra="forbid")
 
     model: str = "gemma-local"  # an endpoint name from the llm: section
     prompt: str = "listwise-v1"  # a prompt id: ratio_spark/rerank/prompts/<id>.md

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from ratio_spark.core.errors import UserError
 from ratio_spark.core.front_matter import split_front_matter
+from ratio_spark.core.schema import MOVES
 from ratio_spark.silver.pairs import judge_text
-from ratio_spark.silver.settings import MOVES
 
 # The verdict every prompt must produce. ``reason`` comes first so that a model that writes its answer
 # in order explains before it decides. ``maxLength`` keeps a grammar-constrained small model (llama.cpp)
@@ -33,7 +34,7 @@ VERDICT_SCHEMA: dict = {
 _ID = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*-v\d+$")
 
 
-class PromptError(ValueError):
+class PromptError(UserError, ValueError):
     """A prompt file is malformed, or a configured prompt id does not exist."""
 
 
