@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -248,7 +246,7 @@ def test_a_server_crash_midway_then_a_rerun_answers_each_query_exactly_once(llm_
     """The server is SIGKILLed after the first answer and restarted on the same port. The first run's
     unanswered queries fail and score zero (never skipped); the rerun sends only those. A counting proxy
     (tests/llm_standin.py) proves the real server answered each request exactly once over both runs."""
-    from llm_standin import BatchStandIn, messages_fingerprint
+    from llm_standin import BatchStandIn, crash_midway, messages_fingerprint
 
     from ratio_spark.llm import ChatRequest
     from ratio_spark.llm.requests import build_body
@@ -258,22 +256,10 @@ def test_a_server_crash_midway_then_a_rerun_answers_each_query_exactly_once(llm_
     proxy = BatchStandIn(upstream=llm_server.base_url)
     endpoint = _local(llm_server, base_url=proxy.base_url, max_retries=0)  # fail at once while the server is down
     client = _client(endpoint, tmp_path)
-    outcome: dict = {}
-    worker = threading.Thread(target=lambda: outcome.setdefault("report", rerank_systems(
-        result, data, client, settings, model="gemma-local", state_dir=tmp_path / "b")))
-    worker.start()
+    outcome = crash_midway(llm_server, client, lambda: rerank_systems(
+        result, data, client, settings, model="gemma-local", state_dir=tmp_path / "b"), answers=1)
     try:
-        deadline = time.monotonic() + 600
-        while client.cache.count() < 1 and time.monotonic() < deadline and worker.is_alive():
-            time.sleep(0.1)
-        assert client.cache.count() >= 1, "the server answered nothing in 600 s"
-        llm_server.kill()
-        worker.join(timeout=600)
-    finally:
-        if not llm_server.running:
-            llm_server.start()
-    try:
-        first = outcome["report"].counts.iloc[0]
+        first = outcome["result"].counts.iloc[0]
         answered = client.cache.count()
         assert first["sent"] >= 2, "this test needs at least two queries whose gold is in the top 6"
         assert 1 <= answered < first["sent"] and first["failed"] == first["sent"] - answered

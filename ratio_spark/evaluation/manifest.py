@@ -67,7 +67,8 @@ def sha256_file(path: str | Path) -> str:
 
 
 def sha256_json(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+    """The sha256 of ``value`` as canonical JSON (sorted keys, UTF-8)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8")).hexdigest()
 
 
 def _listed(root: Path, patterns: Iterable[str]) -> list[Path]:
