@@ -36,13 +36,17 @@ def print_summary(summary: dict) -> None:
             _print_value(key, value, 1)
 
 
-def add_local_server_args(parser: argparse.ArgumentParser, what: str) -> None:
+def add_local_server_args(parser: argparse.ArgumentParser, what: str, rerank_context: bool = False) -> None:
+    """--local-server and --local-port; with ``rerank_context``, --local-n-ctx sized for listwise prompts."""
     parser.add_argument("--local-server", action="store_true",
                         help=f"start the bundled local gemma model (llama.cpp on 127.0.0.1) and {what} with it; its "
                              "endpoint takes the configured endpoint's name")
     parser.add_argument("--local-port", type=int, default=None,
                         help="port of the local server (default: a free one; the LLM cache names the local model by "
                              "its weights, not its address, so any port answers from the same cache)")
+    if rerank_context:
+        parser.add_argument("--local-n-ctx", type=int, default=8192, help="context of the local server (default "
+                            "8192: 100 candidates take about 5,000 tokens)")
 
 
 @contextlib.contextmanager

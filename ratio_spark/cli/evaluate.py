@@ -41,9 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--rerank", metavar="ENDPOINT", help="also rerank each retriever's top rerank.candidates with "
                         "this LLM endpoint of the llm: section (listwise, docs/rerank.md)")
-    add_local_server_args(parser, "rerank")
-    parser.add_argument("--local-n-ctx", type=int, default=8192, help="context of the local server (default 8192: "
-                        "100 candidates take about 5,000 tokens)")
+    add_local_server_args(parser, "rerank", rerank_context=True)
     parser.add_argument("--check-manifest", metavar="FOLDER", help="only check FOLDER/manifest.json: would a rerun "
                         "read the same inputs (tables, files, code; the config too when --conf/--set are given)?")
 

@@ -28,9 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a first-stage run: a TREC file or a folder of <move>.trec files (repeatable)")
     parser.add_argument("--systems", help="with --from-results: comma-separated system ids to rerank (default: all)")
     parser.add_argument("--model", help="endpoint name from the llm: section (default: rerank.model)")
-    add_local_server_args(parser, "rerank")
-    parser.add_argument("--local-n-ctx", type=int, default=8192, help="context of the local server (default 8192: "
-                        "100 candidates take about 5,000 tokens)")
+    add_local_server_args(parser, "rerank", rerank_context=True)
     parser.add_argument("--results", help="output folder (default: <from-results>-rerank, or rerank.results)")
     parser.add_argument("--split", help="split (default: the results folder's, or evaluation.split)")
     parser.add_argument("--source", help="tables root or release root (default: the results folder's, or tables.root)")
