@@ -215,3 +215,23 @@ class BatchStandIn:
             name = part.get_param("name", header="content-disposition")
             fields[name] = (part.get_filename(), part.get_payload(decode=True) or b"")
         return fields
+
+
+def crash_midway(llm_server, client, work: Callable[[], object], answers: int) -> dict:
+    """Run ``work()`` in a thread; SIGKILL the real server once ``client``'s cache holds ``answers`` answers,
+    wait for ``work`` to end, and restart the server on the same port (so the endpoint and the cache keys stay
+    the same). Returns ``{"result": what work returned}`` (empty when it raised)."""
+    outcome: dict = {}
+    worker = threading.Thread(target=lambda: outcome.setdefault("result", work()))
+    worker.start()
+    try:
+        deadline = time.monotonic() + 600
+        while client.cache.count() < answers and time.monotonic() < deadline and worker.is_alive():
+            time.sleep(0.1)
+        assert client.cache.count() >= answers, f"the server answered fewer than {answers} requests in 600 s"
+        llm_server.kill()  # SIGKILL: in-flight requests get no answer
+        worker.join(timeout=600)
+    finally:
+        if not llm_server.running:
+            llm_server.start()
+    return outcome

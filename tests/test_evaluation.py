@@ -275,3 +275,20 @@ def test_the_command_scores_bm25_and_a_dense_model_with_all_analyses(eval_tables
     assert again["embedding_cache"]["misses"] == 0 and again["embedding_cache"]["encoded_texts"] == 0
     assert again["mrr_at_10_percent"]["all-MiniLM-L6-v2 (generic prefix)"] == \
         summary["mrr_at_10_percent"]["all-MiniLM-L6-v2 (generic prefix)"]
+
+
+def test_a_seeded_sample_of_queries_is_the_same_on_any_run(eval_tables):
+    import hashlib
+
+    full = load_split(eval_tables, "test")
+    sample = load_split(eval_tables, "test", sample_per_move=5, sample_seed=13)
+    for move, queries in full.queries.items():
+        # independently: the 5 ids first in the order of sha256("13\x1f" + id)
+        expected = sorted(sorted((q.query_id for q in queries),
+                                 key=lambda qid: hashlib.sha256(f"13\x1f{qid}".encode()).hexdigest())[:5])
+        assert [q.query_id for q in sample.queries[move]] == expected
+    assert sample.summary()["queries_sampled_out"] == {m: len(qs) - 5 for m, qs in full.queries.items() if len(qs) > 5}
+    assert sample.summary()["query_sample"] == {"per_move": 5, "seed": 13}
+    other = load_split(eval_tables, "test", sample_per_move=5, sample_seed=14)
+    assert [q.query_id for q in other.queries["specify"]] != [q.query_id for q in sample.queries["specify"]]
+    assert len(sample.pool) == len(full.pool)  # the pool stays whole

@@ -8,8 +8,6 @@ transport (httpx.MockTransport), for HTTP 500s, which a real server cannot be ma
 
 from __future__ import annotations
 
-import threading
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -91,7 +89,7 @@ def test_a_server_crash_midway_then_a_rerun_gives_each_verdict_exactly_once(llm_
     """The server is SIGKILLed after a few answers and restarted on the same port; the rerun sends only
     what is missing. A counting proxy (tests/llm_standin.py) in front of the real server proves that the
     server answered each request exactly once over both runs."""
-    from llm_standin import BatchStandIn, messages_fingerprint
+    from llm_standin import BatchStandIn, crash_midway, messages_fingerprint
 
     from ratio_spark.llm.requests import build_body
 
@@ -101,21 +99,9 @@ def test_a_server_crash_midway_then_a_rerun_gives_each_verdict_exactly_once(llm_
     proxy = BatchStandIn(upstream=llm_server.base_url)
     endpoint = _local(llm_server, base_url=proxy.base_url, max_retries=0)  # fail at once when the server is gone
     client = _client(endpoint, tmp_path)
-    outcome: dict = {}
-    worker = threading.Thread(target=lambda: outcome.setdefault("build", build_silver(config, location, client)))
-    worker.start()
+    outcome = crash_midway(llm_server, client, lambda: build_silver(config, location, client), answers=3)
     try:
-        deadline = time.monotonic() + 600
-        while client.cache.count() < 3 and time.monotonic() < deadline and worker.is_alive():
-            time.sleep(0.1)
-        assert client.cache.count() >= 3, "the server answered fewer than 3 requests in 600 s"
-        llm_server.kill()  # SIGKILL: in-flight requests get no answer
-        worker.join(timeout=600)
-    finally:
-        if not llm_server.running:
-            llm_server.start()  # same port, so the endpoint (and the cache keys) stay the same
-    try:
-        first = outcome["build"]
+        first = outcome["result"]
         answered = client.cache.count()
         assert 3 <= answered < n_requests
         table = read_silver(location("silver"), "test")

@@ -36,10 +36,24 @@ def print_summary(summary: dict) -> None:
             _print_value(key, value, 1)
 
 
+def add_local_server_args(parser: argparse.ArgumentParser, what: str, rerank_context: bool = False) -> None:
+    """--local-server and --local-port; with ``rerank_context``, --local-n-ctx sized for listwise prompts."""
+    parser.add_argument("--local-server", action="store_true",
+                        help=f"start the bundled local gemma model (llama.cpp on 127.0.0.1) and {what} with it; its "
+                             "endpoint takes the configured endpoint's name")
+    parser.add_argument("--local-port", type=int, default=None,
+                        help="port of the local server (default: a free one; the LLM cache names the local model by "
+                             "its weights, not its address, so any port answers from the same cache)")
+    if rerank_context:
+        parser.add_argument("--local-n-ctx", type=int, default=8192, help="context of the local server (default "
+                            "8192: 100 candidates take about 5,000 tokens)")
+
+
 @contextlib.contextmanager
-def llm_client(settings, model: str, local_server: bool = False, local_port: int | None = None):
-    """Yield (LLMClient, endpoint name) for the ``llm:`` settings; with ``local_server``, the bundled gemma
-    model is started on 127.0.0.1 (and stopped after) and serves the endpoint named ``model``."""
+def llm_client(settings, model: str, local_server: bool = False, local_port: int | None = None, *,
+               local_n_ctx: int = 2048):
+    """An LLMClient for the ``llm:`` section (``settings``), plus the bundled local server when asked for.
+    Yields (client, endpoint name); the server stops when the block ends, even on SIGTERM."""
     from ratio_spark.core.config import ConfigError
     from ratio_spark.llm import LLMClient, LLMSettings
 
@@ -57,7 +71,7 @@ def llm_client(settings, model: str, local_server: bool = False, local_port: int
         previous = signal.signal(signal.SIGTERM, _interrupt)
         print("starting the local gemma server (llama.cpp on 127.0.0.1) ...", flush=True)
         try:
-            server = LocalLlamaServer(port=local_port).start()
+            server = LocalLlamaServer(port=local_port, n_ctx=local_n_ctx).start()
         except BaseException:
             signal.signal(signal.SIGTERM, previous)
             raise
@@ -78,3 +92,36 @@ def llm_client(settings, model: str, local_server: bool = False, local_port: int
             "add one, pass --model, or use --local-server"
         )
     yield LLMClient(settings), model
+
+
+def validated_settings(tree: dict):
+    """The ``evaluation:`` settings from a tree of values; a bad key is a ConfigError naming it."""
+    from pydantic import ValidationError
+
+    from ratio_spark.core.config import ConfigError, validation_message
+    from ratio_spark.evaluation.settings import EvaluationConfig
+
+    try:
+        return EvaluationConfig.model_validate(tree)
+    except ValidationError as exc:
+        raise ConfigError(validation_message(exc, "invalid evaluation settings", prefix="evaluation.")) from None
+
+
+def resolved_config(config, settings) -> dict:
+    """The configuration a run used: the file and --set overrides, with the command's flags applied."""
+    tree = config.model_dump(mode="json")
+    tree["evaluation"] = settings.model_dump(mode="json")
+    return tree
+
+
+def write_results_manifest(folder, command: str, config_tree: dict, data, result, *, tables_root: str | None,
+                           lexicon: str, seeds: dict, timings: dict, extra_inputs: dict | None = None) -> None:
+    """The manifest of a results folder (``ratio_spark.evaluation.manifest``): the data read, the models of
+    the systems, the lexicon, and what the command adds (runs, prompts, LLM endpoints)."""
+    from ratio_spark.evaluation.data import lexicon_versions
+    from ratio_spark.evaluation.manifest import build_manifest, lexicon_entry, model_inputs, write_manifest
+
+    inputs = {**data.inputs, **model_inputs(result.systems), **(extra_inputs or {}),
+              "lexicon": lexicon_entry(lexicon, lexicon_versions(tables_root) if tables_root else None)}
+    write_manifest(folder, build_manifest(command, config_tree, inputs, seeds=seeds, timings=timings))
+

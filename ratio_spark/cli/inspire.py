@@ -15,7 +15,7 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ratio_spark.cli.common import add_config_args
+    from ratio_spark.cli.common import add_config_args, add_local_server_args
 
     sub = parser.add_subparsers(dest="inspire_command", required=True)
 
@@ -23,10 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--instances", help="instance version folder (default: <inspire.root>/<inspire.version>)")
 
     def llm_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--local-server", action="store_true",
-                       help="start the bundled local gemma model (llama.cpp on 127.0.0.1); it serves the endpoint "
-                            "named by the model setting")
-        p.add_argument("--local-port", type=int, default=None, help="port of the local server (default: a free one)")
+        add_local_server_args(p, "grade")
 
     p = sub.add_parser("build", help="targets, cutoffs, graded antecedents and briefs -> a versioned instance folder")
     add_config_args(p)

@@ -27,6 +27,7 @@ COMMAND_GROUPS: dict[str, str] = {
     "lexicon-llm": "ratio_spark.cli.lexicon_llm",
     "silver": "ratio_spark.cli.silver",
     "evaluate": "ratio_spark.cli.evaluate",
+    "rerank": "ratio_spark.cli.rerank",
     "models": "ratio_spark.cli.models",
     "humaneval": "ratio_spark.cli.humaneval",
     "inspire": "ratio_spark.cli.inspire",

@@ -15,17 +15,12 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ratio_spark.cli.common import add_config_args
+    from ratio_spark.cli.common import add_config_args, add_local_server_args
 
     sub = parser.add_subparsers(dest="silver_command", required=True)
 
     def llm_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--local-server", action="store_true",
-                       help="start the bundled local gemma model (llama.cpp on 127.0.0.1) and judge with it; "
-                            "its endpoint replaces silver.model")
-        p.add_argument("--local-port", type=int, default=None,
-                       help="port of the local server (default: a free one; the LLM cache names the local "
-                            "model by its weights, not its address, so any port answers from the same cache)")
+        add_local_server_args(p, "judge")
         p.add_argument("--model", help="endpoint name from the llm: section (overrides silver.model)")
 
     p = sub.add_parser("sample", help="draw the stratified sample of a split and print its allocation")

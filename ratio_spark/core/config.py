@@ -22,6 +22,7 @@ from ratio_spark.evaluation.settings import EvaluationConfig
 from ratio_spark.humaneval.settings import HumanEvalConfig
 from ratio_spark.inspire.settings import InspireConfig
 from ratio_spark.llm.settings import LLMSettings
+from ratio_spark.rerank.settings import RerankConfig
 from ratio_spark.silver.settings import SilverConfig
 
 if TYPE_CHECKING:
@@ -238,6 +239,7 @@ class Config(StrictModel):
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
     humaneval: HumanEvalConfig = Field(default_factory=HumanEvalConfig)
     inspire: InspireConfig = Field(default_factory=InspireConfig)
+    rerank: RerankConfig = Field(default_factory=RerankConfig)
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)

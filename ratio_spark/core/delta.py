@@ -46,14 +46,25 @@ def _filesystem(location: str) -> pafs.FileSystem:
     return pafs.SubTreeFileSystem(path, filesystem)
 
 
-def delta_dataset(location: str | os.PathLike, *, missing_hint: str = "run the pipeline stage that writes it first"):
-    """The table's active files as a ``pyarrow.dataset.Dataset`` read through pyarrow's own filesystem."""
+def delta_version(location: str | os.PathLike) -> int:
+    """The table's latest version: pass it to ``read_delta(version=...)`` to read and record one snapshot."""
+    from deltalake import DeltaTable
+
+    if not is_delta_table(location):
+        raise DeltaTableMissing(f"no Delta table at {location}")
+    return DeltaTable(str(location)).version()
+
+
+def delta_dataset(location: str | os.PathLike, *, missing_hint: str = "run the pipeline stage that writes it first",
+                  version: int | None = None):
+    """The table's active files (at ``version``; the latest when None) as a ``pyarrow.dataset.Dataset`` read
+    through pyarrow's own filesystem."""
     from deltalake import DeltaTable
 
     location = str(location)
     if not is_delta_table(location):
         raise DeltaTableMissing(f"no Delta table at {location}: {missing_hint}")
-    return DeltaTable(location).to_pyarrow_dataset(filesystem=_filesystem(location))
+    return DeltaTable(location, version=version).to_pyarrow_dataset(filesystem=_filesystem(location))
 
 
 def read_delta(
@@ -62,10 +73,12 @@ def read_delta(
     filters: list[tuple[str, str, Any]] | None = None,
     *,
     missing_hint: str = "run the pipeline stage that writes it first",
+    version: int | None = None,
 ) -> pa.Table:
     """The table's rows (``columns``, all when None) matching ``filters`` (``[("split", "=", "test")]``:
-    DNF tuples as pyarrow.parquet takes them; partition columns are pruned without reading their files)."""
-    dataset = delta_dataset(location, missing_hint=missing_hint)
+    DNF tuples as pyarrow.parquet takes them; partition columns are pruned without reading their files), at
+    ``version`` (the latest when None)."""
+    dataset = delta_dataset(location, missing_hint=missing_hint, version=version)
     if columns is not None:
         missing = [c for c in columns if c not in dataset.schema.names]
         if missing:

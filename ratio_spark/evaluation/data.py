@@ -26,9 +26,10 @@ from typing import Iterable, Literal, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ratio_spark.core.delta import DeltaColumnsMissing, is_delta_table, read_delta
+from ratio_spark.core.delta import DeltaColumnsMissing, delta_version, is_delta_table, read_delta
 from ratio_spark.core.errors import UserError
 from ratio_spark.core.schema import MOVES, SPLITS
+from ratio_spark.evaluation.manifest import delta_entry, files_entry
 
 QuerySet = Literal["all", "silver"]
 
@@ -131,6 +132,7 @@ class BenchmarkSplit:
     query_set: str = "all"
     source: str = ""
     counts: dict = field(default_factory=dict)  # what was read, kept and dropped, for the summary
+    inputs: dict = field(default_factory=dict)  # name -> manifest entry (Delta version or file hashes read)
 
     def summary(self) -> dict:
         return {
@@ -147,9 +149,23 @@ class BenchmarkSplit:
 # --------------------------------------------------------------------------------------------- reading
 
 
-def read_split(location: Path, columns: Sequence[str], split: str) -> pa.Table:
-    """One split of a Delta table (``core.delta.read_delta``; a partition column is pruned)."""
-    return read_delta(location, columns, filters=[("split", "=", split)])
+def read_recorded(location: Path, columns: Sequence[str], inputs: dict, role: str, split: str | None = None) -> pa.Table:
+    """A Delta table (one ``split`` of it when given; a partition column is pruned) at its latest version,
+    recorded in ``inputs`` as ``table:<role>`` (location and version) for the run manifest."""
+    version = delta_version(location)
+    inputs[f"table:{role}"] = delta_entry(location, version)
+    try:
+        return read_delta(location, columns, filters=[("split", "=", split)] if split else None, version=version)
+    except DeltaColumnsMissing as exc:
+        raise BenchmarkDataError(str(exc)) from None
+
+
+def lexicon_versions(tables_root: str | Path) -> list[str] | None:
+    """The lexicon versions named in ``<tables_root>/mined_pairs`` (None without that table)."""
+    mined = Path(tables_root) / "mined_pairs"
+    if not is_delta_table(mined):
+        return None
+    return sorted(str(v) for v in read_delta(mined, ["lexicon_version"]).column("lexicon_version").unique().to_pylist())
 
 
 def _read_release(root: Path, split: str, name: str, columns: Sequence[str]) -> pa.Table:
@@ -168,18 +184,16 @@ def _read_release(root: Path, split: str, name: str, columns: Sequence[str]) -> 
     )
 
 
-def read_silver(location: str | Path) -> pa.Table:
-    """The LLM judge's verdicts (``query_id``, ``move``, ``accepted``); a clear error when absent."""
+def read_silver(location: str | Path, inputs: dict | None = None) -> pa.Table:
+    """The LLM judge's verdicts (``query_id``, ``move``, ``accepted``); a clear error when absent; ``inputs``
+    (if given) records the version read."""
     location = Path(location)
     if not is_delta_table(location):
         raise BenchmarkDataError(
             f"--queries silver needs the Delta table 'silver' (query_id, move, accepted) at {location}, and there "
             "is none: build it with the LLM judge first, point to it with --silver PATH, or evaluate --queries all"
         )
-    try:
-        return read_delta(location, ["query_id", "move", "accepted"])
-    except DeltaColumnsMissing as exc:
-        raise BenchmarkDataError(str(exc)) from None
+    return read_recorded(location, ["query_id", "move", "accepted"], {} if inputs is None else inputs, "silver")
 
 
 # --------------------------------------------------------------------------------------------- assembling
@@ -206,6 +220,12 @@ def _pool_from_arrow(split: str, candidates: pa.Table) -> CandidatePool:
     )
 
 
+def sample_order(query_id: str, seed: int) -> str:
+    """The seeded order of a query sample: no random generator, so the sample depends only on the ids and
+    the seed, on any machine and in any row order."""
+    return hashlib.sha256(f"{seed}\x1f{query_id}".encode("utf-8")).hexdigest()
+
+
 def assemble_split(
     split: str,
     queries: pa.Table,
@@ -214,6 +234,8 @@ def assemble_split(
     silver: pa.Table | None = None,
     source: str = "",
     max_queries: int | None = None,
+    sample_per_move: int | None = None,
+    sample_seed: int = 13,
 ) -> BenchmarkSplit:
     """Queries per move and the pool from Arrow tables; checks the contract (every gold is in the pool)."""
     unknown = [m for m in moves if m not in MOVES]
@@ -256,6 +278,11 @@ def assemble_split(
             f"(e.g. {missing_gold[:3]}): the queries and candidates tables do not belong together"
         )
     for move in by_move:
+        if sample_per_move is not None:
+            counts["query_sample"] = {"per_move": sample_per_move, "seed": sample_seed}
+        if sample_per_move is not None and len(by_move[move]) > sample_per_move:
+            counts.setdefault("queries_sampled_out", {})[move] = len(by_move[move]) - sample_per_move
+            by_move[move] = sorted(by_move[move], key=lambda q: sample_order(q.query_id, sample_seed))[:sample_per_move]
         by_move[move].sort(key=lambda q: q.query_id)
         if max_queries is not None and len(by_move[move]) > max_queries:
             counts.setdefault("queries_capped", {})[move] = len(by_move[move]) - max_queries
@@ -274,20 +301,26 @@ def load_split(
     queries: QuerySet = "all",
     silver_location: str | Path | None = None,
     max_queries: int | None = None,
+    sample_per_move: int | None = None,
+    sample_seed: int = 13,
 ) -> BenchmarkSplit:
     """Load a split from a tables root (Delta ``queries``/``candidates``) or a release root (auto-detected).
 
     ``silver_location`` defaults to ``<source>/silver`` for a tables root; a release needs it explicitly.
     ``max_queries`` keeps the first N queries of each move by query id (quick looks; reported in counts).
+    ``sample_per_move`` keeps a seeded sample of N queries per move (``sample_order``; reported in counts).
+    ``BenchmarkSplit.inputs`` records what was read, for the run manifest: each Delta table's location and
+    version, or the release files' sha256.
     """
     if split not in SPLITS:
         raise BenchmarkDataError(f"unknown split {split!r}; choose from {list(SPLITS)}")
     if queries not in ("all", "silver"):
         raise BenchmarkDataError(f"unknown query set {queries!r}; choose 'all' or 'silver'")
     root = Path(source)
+    inputs: dict[str, dict] = {}
     if is_delta_table(root / "queries") and is_delta_table(root / "candidates"):
-        query_table = read_split(root / "queries", QUERY_COLUMNS, split)
-        candidate_table = read_split(root / "candidates", CANDIDATE_COLUMNS, split)
+        query_table = read_recorded(root / "queries", QUERY_COLUMNS, inputs, "queries", split)
+        candidate_table = read_recorded(root / "candidates", CANDIDATE_COLUMNS, inputs, "candidates", split)
         kind = f"tables:{root}"
         default_silver = root / "silver"
     elif (root / "parquet").is_dir() or (root / "jsonl").is_dir():
@@ -295,6 +328,7 @@ def load_split(
         candidate_table = _read_release(root, split, "candidates", CANDIDATE_COLUMNS)
         kind = f"release:{root}"
         default_silver = None
+        inputs["release"] = files_entry(root, [f"parquet/{split}/**/*", f"jsonl/{split}/*"], split=split)
     else:
         raise BenchmarkDataError(
             f"{root} is neither a tables root (with Delta tables queries/ and candidates/) nor a release root "
@@ -305,6 +339,8 @@ def load_split(
         location = silver_location or default_silver
         if location is None:
             raise BenchmarkDataError("--queries silver on a release needs --silver PATH (the Delta table 'silver')")
-        silver = read_silver(location)
-    return assemble_split(split, query_table, candidate_table, moves=moves, silver=silver, source=kind,
-                          max_queries=max_queries)
+        silver = read_silver(location, inputs)
+    data = assemble_split(split, query_table, candidate_table, moves=moves, silver=silver, source=kind,
+                          max_queries=max_queries, sample_per_move=sample_per_move, sample_seed=sample_seed)
+    data.inputs = inputs
+    return data

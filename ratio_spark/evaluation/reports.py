@@ -13,29 +13,37 @@ the runs (TREC format) and a JSON summary.
   overlap.md/.csv/.png  lexical overlap of the top k with the query, against the query-gold overlap (Figure 4)
   mrr10.png             MRR@10 per move and system
   runs/<system>/<move>.trec   the top-<depth> run of each system on the full pool (qid Q0 cid rank score system)
+  intervals.md/.csv     each system's mean per metric with its paired-bootstrap confidence interval
+  significance.md/.csv  every pair of systems, every metric: difference, its interval, permutation p-value
+  funnel.md/.csv/.png   exposure, selection and ranking per pipeline (first stage alone, + rerank)
   summary.json          data counts, systems (prefixes, index, ANN recall), timings, headline MRR@10
 ```
+
+In ``results.md`` a superscript letter after a value names each system (by its letter) that this row beats
+significantly on that metric (paired permutation test, p < alpha; ``ratio_spark.evaluation.significance``).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pandas as pd
 
 from ratio_spark.evaluation.analyses import ORACLE_POOLS, first_stage_recall
+from ratio_spark.evaluation.funnel import funnel_table, plot_funnel
 from ratio_spark.evaluation.runner import MOVE_ORDER, EvaluationResult
+from ratio_spark.evaluation.runs import run_folder_name
 from ratio_spark.evaluation.metrics import metric_names
+from ratio_spark.evaluation.significance import PairedComparison, SignificanceSettings, compare_systems
+
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
-def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")
-
-
-def markdown_table(frame: pd.DataFrame, bold_max: bool = True, digits: int = 1) -> str:
-    """A Markdown table; numeric columns formatted, the best of each column in bold."""
+def markdown_table(frame: pd.DataFrame, bold_max: bool = True, digits: int = 1,
+                   marks: dict[tuple[str, str], str] | None = None) -> str:
+    """A Markdown table; numeric columns formatted, the best of each column in bold; ``marks`` (row label,
+    column) -> superscript text, e.g. the systems a row beats significantly."""
     columns = [str(c) for c in frame.columns]
     best = {}
     if bold_max:
@@ -52,6 +60,8 @@ def markdown_table(frame: pd.DataFrame, bold_max: bool = True, digits: int = 1) 
                 text = "–" if pd.isna(value) else f"{value:.{digits}f}"
                 if str(c) in best and not pd.isna(value) and value == best[str(c)]:
                     text = f"**{text}**"
+                if marks and marks.get((str(idx), str(c))):
+                    text += f"<sup>{marks[(str(idx), str(c))]}</sup>"
             else:
                 text = str(value)
             cells.append(text)
@@ -89,7 +99,41 @@ def _query_counts(result: EvaluationResult) -> dict[str, int]:
     return full.groupby("move")["queries"].max().to_dict()
 
 
-def results_markdown(result: EvaluationResult) -> str:
+def _letters(result: EvaluationResult) -> dict[str, str]:
+    return {s["name"]: LETTERS[i % len(LETTERS)] for i, s in enumerate(result.systems)}
+
+
+def significance_marks(result: EvaluationResult, comparison: PairedComparison | None, move: str | None = None,
+                       metric: str | None = None) -> dict[tuple[str, str], str]:
+    """(row label, column) -> letters of the systems the row's system beats significantly. Columns are
+    metrics (one move given) or moves (one metric given)."""
+    if comparison is None or comparison.pairs.empty:
+        return {}
+    labels, letters = result.labels(), _letters(result)
+    pairs = comparison.pairs[comparison.pairs["significant"]]
+    pairs = pairs[pairs["move"] == move] if move else pairs[pairs["metric"] == metric]
+    marks: dict[tuple[str, str], set[str]] = {}
+    for row in pairs.itertuples(index=False):
+        if row.difference == 0:
+            continue
+        better, worse = (row.system_a, row.system_b) if row.difference > 0 else (row.system_b, row.system_a)
+        column = row.metric if move else row.move
+        marks.setdefault((labels.get(better, better), column), set()).add(letters[worse])
+    return {key: "".join(sorted(value)) for key, value in marks.items()}
+
+
+def _lettered(table: pd.DataFrame, result: EvaluationResult) -> tuple[pd.DataFrame, dict]:
+    by_label = {s["label"]: _letters(result)[s["name"]] for s in result.systems}
+    return table.rename(index=lambda label: f"({by_label[label]}) {label}" if label in by_label else label), by_label
+
+
+def _with_letters(marks: dict[tuple[str, str], str], by_label: dict[str, str]) -> dict[tuple[str, str], str]:
+    return {(f"({by_label[label]}) {label}" if label in by_label else label, column): text
+            for (label, column), text in marks.items()}
+
+
+def resultsmarkdown_table(result: EvaluationResult, comparison: PairedComparison | None = None,
+                     alpha: float | None = None) -> str:
     counts = _query_counts(result)
     summary = result.data_summary
     head = [
@@ -100,16 +144,27 @@ def results_markdown(result: EvaluationResult) -> str:
         f"R@k = Recall@k, M@k = MRR@k; M@10 is the primary metric. Bold: best in the column. "
         f"Source: `{summary['source']}`.",
         "",
-        "Queries: " + ", ".join(f"{m} {counts.get(m, 0):,}" for m in MOVE_ORDER if m in summary["queries_by_move"]) + ".",
+        "Queries: " + ", ".join(f"{m} {counts.get(m, 0):,}" for m in MOVE_ORDER if m in summary["queries_by_move"]) + "."
+        + (f" A seeded sample of at most {summary['query_sample']['per_move']} queries per move (seed "
+           f"{summary['query_sample']['seed']}; left out: " + ", ".join(
+               f"{m} {n:,}" for m, n in summary.get("queries_sampled_out", {}).items()) + "), scored by every system."
+           if summary.get("query_sample") else ""),
         "",
         "## MRR@10",
         "",
     ]
+    if comparison is not None and not comparison.pairs.empty:
+        head[-2:-2] = [f"Superscript letters: the systems (by their letter) that a row beats significantly on that metric "
+                       f"(paired sign-flip permutation test over queries, p < {alpha}); intervals in `intervals.md`, "
+                       "every pairwise test in `significance.md`.", ""]
     mrr = result.table("M@10").reindex([s for s in _systems_order(result) if s in result.table("M@10").index])
+    mrr, by_label = _lettered(mrr, result)
     mrr.index.name = "system"
-    body = [markdown_table(mrr), ""]
+    body = [markdown_table(mrr, marks=_with_letters(significance_marks(result, comparison, metric="M@10"), by_label)), ""]
     for move in _moves(result):
-        body += [f"## {move.capitalize()} ({counts.get(move, 0):,} queries)", "", markdown_table(per_move_table(result, move)), ""]
+        table, _ = _lettered(per_move_table(result, move), result)
+        marks = _with_letters(significance_marks(result, comparison, move=move), by_label)
+        body += [f"## {move.capitalize()} ({counts.get(move, 0):,} queries)", "", markdown_table(table, marks=marks), ""]
     empty = [m for m, n in summary["queries_by_move"].items() if n == 0]
     if empty:
         body += [f"No queries for: {', '.join(empty)} (nothing to score).", ""]
@@ -127,7 +182,7 @@ def oracle_table(result: EvaluationResult, metrics: tuple[str, ...] = ("R@1", "R
     return table.sort_values(["_m", "_p", "_s"]).drop(columns=["_m", "_p", "_s"]).reset_index(drop=True)
 
 
-def oracle_markdown(result: EvaluationResult) -> str:
+def oraclemarkdown_table(result: EvaluationResult) -> str:
     table = oracle_table(result)
     lines = [
         f"# Oracle move filtering: {result.split} split, {result.query_set} queries",
@@ -149,7 +204,7 @@ def oracle_markdown(result: EvaluationResult) -> str:
     return "\n".join(lines)
 
 
-def recall_markdown(result: EvaluationResult, k: int = 100) -> tuple[str, pd.DataFrame]:
+def recallmarkdown_table(result: EvaluationResult, k: int = 100) -> tuple[str, pd.DataFrame]:
     table = first_stage_recall(result.metrics, k)
     pivot = table.pivot_table(index="label", columns="move", values=f"R@{k}", sort=False) * 100
     pivot = pivot[[m for m in MOVE_ORDER if m in pivot.columns]]
@@ -173,7 +228,7 @@ def recall_markdown(result: EvaluationResult, k: int = 100) -> tuple[str, pd.Dat
     return text, table
 
 
-def overlap_markdown(result: EvaluationResult) -> str:
+def overlapmarkdown_table(result: EvaluationResult) -> str:
     frame = result.overlap
     lines = [f"# Lexical overlap: {result.split} split, {result.query_set} queries", "",
              "Mean Jaccard similarity of stemmed, stopword-free unigrams between a query and its top-k candidates "
@@ -239,53 +294,145 @@ def plot_mrr(result: EvaluationResult, path: Path) -> None:
     plt.close(ax.figure)
 
 
+INTERVAL_METRICS = ("M@10", "R@10", "R@100", "nDCG@10")
+
+
+def intervalsmarkdown_table(result: EvaluationResult, comparison: PairedComparison, settings: SignificanceSettings) -> str:
+    labels = result.labels()
+    lines = [f"# Confidence intervals: {result.split} split, {result.query_set} queries", "",
+             f"Mean over queries (%) and its {settings.confidence:.0%} paired-bootstrap percentile interval "
+             f"({settings.bootstrap_samples:,} resamples of the queries, seed {settings.seed}; Koehn 2004). Every metric "
+             "is in `intervals.csv`.", ""]
+    frame = comparison.intervals
+    for move in _moves(result):
+        part = frame[(frame["move"] == move) & frame["metric"].isin(INTERVAL_METRICS)]
+        if part.empty:
+            continue
+        cells = part.assign(text=[f"{100 * m:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]" for m, lo, hi in
+                                  zip(part["mean"], part["ci_low"], part["ci_high"])])
+        table = cells.pivot_table(index="system", columns="metric", values="text", aggfunc="first", sort=False)
+        table = table[[m for m in INTERVAL_METRICS if m in table.columns]]
+        table = table.reindex([s["name"] for s in result.systems if s["name"] in table.index])
+        table.index = [labels.get(s, s) for s in table.index]
+        table.index.name = "system"
+        lines += [f"## {move.capitalize()} ({int(part['queries'].max()):,} queries)", "", markdown_table(table, bold_max=False), ""]
+    return "\n".join(lines)
+
+
+def significancemarkdown_table(result: EvaluationResult, comparison: PairedComparison, settings: SignificanceSettings,
+                          metrics: tuple[str, ...] = ("M@10", "nDCG@10")) -> str:
+    labels = result.labels()
+    lines = [f"# Paired comparisons: {result.split} split, {result.query_set} queries", "",
+             f"For every pair of systems (A, B): the difference of means A - B (points), its {settings.confidence:.0%} "
+             f"paired-bootstrap interval ({settings.bootstrap_samples:,} resamples, seed {settings.seed}) and the "
+             f"two-sided p-value of a paired sign-flip permutation test ({settings.permutations:,} permutations, "
+             f"exact when 2^queries is fewer). Significant: p < {settings.alpha} (no correction for multiple "
+             "comparisons). Every metric is in `significance.csv`.", ""]
+    for move in _moves(result):
+        for metric in metrics:
+            part = comparison.pairs[(comparison.pairs["move"] == move) & (comparison.pairs["metric"] == metric)]
+            if part.empty:
+                continue
+            table = pd.DataFrame({
+                "A": [labels.get(a, a) for a in part["system_a"]], "B": [labels.get(b, b) for b in part["system_b"]],
+                "A - B": [f"{100 * d:+.1f}" for d in part["difference"]],
+                "interval": [f"[{100 * lo:+.1f}, {100 * hi:+.1f}]" for lo, hi in zip(part["ci_low"], part["ci_high"])],
+                "p": [f"{p:.4f}" for p in part["p_value"]],
+                "significant": ["yes" if v else "no" for v in part["significant"]],
+            }).set_index("A")
+            lines += [f"## {move.capitalize()}, {metric} ({int(part['queries'].max()):,} queries)", "",
+                      markdown_table(table, bold_max=False), ""]
+    return "\n".join(lines)
+
+
+FUNNEL_DISPLAY = [("exposed", "exposed"), ("selected", "selected"), ("gain_kept", "gain kept"),
+                  ("mrr_at_10", "MRR@10"), ("ndcg_at_10", "nDCG@10"), ("rank_quality", "rank quality"),
+                  ("mrr_at_10_exposed_only", "MRR@10, exposed only")]
+
+
+def funnelmarkdown_table(result: EvaluationResult, funnel: pd.DataFrame) -> str:
+    lines = [f"# Funnel: {result.split} split, {result.query_set} queries", "",
+             f"Per pipeline (a first stage alone, or a first stage whose top {result.window} an LLM reranks), over **all** "
+             "queries, failures counted as zero (the Inspire paper's stage-wise evaluation). Values in %. "
+             f"**exposed**: gold in the first stage's top {result.window} (what a reranker sees). **selected**: gold in "
+             "the final top 10. **gain kept** = selected / exposed. **MRR@10**, **nDCG@10**: the final ranking. "
+             "**rank quality** = nDCG@10 / selected. **MRR@10, exposed only**: the Ratio paper's view, over the queries "
+             f"whose gold is in the top {result.window} (the queries a reranker is sent). Counts: queries not sent to "
+             "the reranker (gold outside the window), failed (scored zero) and repaired (filled from first-stage order).",
+             ""]
+    for move in _moves(result):
+        part = funnel[funnel["move"] == move]
+        if part.empty:
+            continue
+        table = pd.DataFrame({title: part[column].to_numpy() * 100 for column, title in FUNNEL_DISPLAY},
+                             index=part["label"].to_numpy())
+        for column in ("not_sent", "failed", "repaired"):
+            table[column.replace("_", " ")] = [str(v) if first else "–" for v, first in
+                                              zip(part[column], part["first_stage"].notna())]
+        table.index.name = "pipeline"
+        lines += [f"## {move.capitalize()} ({int(part['queries'].max()):,} queries)", "", markdown_table(table, bold_max=False), ""]
+    return "\n".join(lines)
+
+
 def write_runs(result: EvaluationResult, folder: Path) -> int:
     written = 0
     for (system, move), rankings in result.rankings.items():
-        path = folder / _slug(system) / f"{move}.trec"
+        path = folder / run_folder_name(system) / f"{move}.trec"
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("w") as out:
             for qid in sorted(rankings):
                 for rank, (cid, score) in enumerate(zip(rankings[qid].ids, rankings[qid].scores), start=1):
-                    out.write(f"{qid} Q0 {cid} {rank} {score:.6f} {_slug(system)}\n")
+                    out.write(f"{qid} Q0 {cid} {rank} {score:.6f} {run_folder_name(system)}\n")
         written += 1
     return written
 
 
-def write_results(result: EvaluationResult, folder: str | Path, extra_summary: dict | None = None) -> dict[str, str]:
+def write_results(result: EvaluationResult, folder: str | Path, extra_summary: dict | None = None,
+                  significance: SignificanceSettings | None = None) -> dict[str, str]:
     """Write every table, plot and run; returns {what: path}."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written: dict[str, str] = {}
+    significance = significance or SignificanceSettings()
 
     def put(name: str, text: str) -> None:
         (folder / name).write_text(text if text.endswith("\n") else text + "\n")
         written[name] = str(folder / name)
 
-    result.metrics.to_csv(folder / "metrics.csv", index=False)
-    written["metrics.csv"] = str(folder / "metrics.csv")
-    result.per_query.to_csv(folder / "per_query.csv", index=False)
-    written["per_query.csv"] = str(folder / "per_query.csv")
+    def csv(name: str, frame: pd.DataFrame, **kw) -> None:
+        frame.to_csv(folder / name, **kw)
+        written[name] = str(folder / name)
+
+    csv("metrics.csv", result.metrics, index=False)
+    csv("per_query.csv", result.per_query, index=False)
+    comparison = None
     if not result.metrics.empty:
-        put("results.md", results_markdown(result))
-        wide_table(result).to_csv(folder / "results_wide.csv", float_format="%.2f")
-        written["results_wide.csv"] = str(folder / "results_wide.csv")
+        full = result.per_query[result.per_query["pool"] == "full"]
+        comparison = compare_systems(full, metric_names(result.cutoffs), significance)
+        csv("intervals.csv", comparison.intervals, index=False, float_format="%.6f")
+        put("intervals.md", intervalsmarkdown_table(result, comparison, significance))
+        csv("significance.csv", comparison.pairs, index=False, float_format="%.6g")
+        put("significance.md", significancemarkdown_table(result, comparison, significance))
+        funnel = funnel_table(full, result.systems, result.window)
+        csv("funnel.csv", funnel, index=False, float_format="%.6f")
+        put("funnel.md", funnelmarkdown_table(result, funnel))
+        plot_funnel(funnel, folder / "funnel.png", _moves(result),
+                    f"Funnel per pipeline ({result.split}, {result.query_set} queries; window {result.window})")
+        written["funnel.png"] = str(folder / "funnel.png")
+        put("results.md", resultsmarkdown_table(result, comparison, significance.alpha))
+        csv("results_wide.csv", wide_table(result), float_format="%.2f")
         plot_mrr(result, folder / "mrr10.png")
         written["mrr10.png"] = str(folder / "mrr10.png")
         if (result.metrics["pool"] != "full").any():
-            put("oracle.md", oracle_markdown(result))
-            oracle_table(result, tuple(metric_names(result.cutoffs))).to_csv(folder / "oracle.csv", index=False,
-                                                                             float_format="%.2f")
-            written["oracle.csv"] = str(folder / "oracle.csv")
+            put("oracle.md", oraclemarkdown_table(result))
+            csv("oracle.csv", oracle_table(result, tuple(metric_names(result.cutoffs))), index=False, float_format="%.2f")
         if 100 in result.cutoffs:
-            text, table = recall_markdown(result)
+            text, table = recallmarkdown_table(result)
             put("recall_at_100.md", text)
-            table.to_csv(folder / "recall_at_100.csv", index=False, float_format="%.4f")
-            written["recall_at_100.csv"] = str(folder / "recall_at_100.csv")
+            csv("recall_at_100.csv", table, index=False, float_format="%.4f")
     if result.overlap is not None and (result.overlap["system"] != "gold").any():
-        result.overlap.to_csv(folder / "overlap.csv", index=False, float_format="%.5f")
-        written["overlap.csv"] = str(folder / "overlap.csv")
-        put("overlap.md", overlap_markdown(result))
+        csv("overlap.csv", result.overlap, index=False, float_format="%.5f")
+        put("overlap.md", overlapmarkdown_table(result))
         plot_overlap(result, folder / "overlap.png")
         written["overlap.png"] = str(folder / "overlap.png")
     runs = write_runs(result, folder / "runs")
@@ -296,6 +443,6 @@ def write_results(result: EvaluationResult, folder: str | Path, extra_summary: d
                     for label, row in result.table("M@10").iterrows()}
     summary = {"split": result.split, "query_set": result.query_set, "data": result.data_summary,
                "mrr_at_10_percent": headline, "systems": result.systems, "timings_seconds": result.timings,
-               **(extra_summary or {})}
+               "significance": significance.model_dump(), **(extra_summary or {})}
     put("summary.json", json.dumps(summary, indent=2, default=str))
     return written

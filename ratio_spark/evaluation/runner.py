@@ -32,6 +32,8 @@ class EvaluationResult:
     timings: dict[str, dict]  # system -> seconds per phase
     rankings: dict[tuple[str, str], Rankings] = field(default_factory=dict)  # (system, move) on the full pool
     cutoffs: tuple[int, ...] = (1, 3, 5, 10, 20, 100)
+    pool_sizes: dict[str, int] = field(default_factory=dict)  # "full", "<oracle pool>:<move>" -> candidates
+    window: int = 100  # the funnel's exposure window: the first stage's top `window` (what a reranker sees)
 
     def labels(self) -> dict[str, str]:
         return {s["name"]: s["label"] for s in self.systems}
@@ -41,6 +43,32 @@ class EvaluationResult:
         frame = self.metrics[(self.metrics["pool"] == pool) & (self.metrics["metric"] == metric)]
         table = frame.pivot_table(index="label", columns="move", values="value", sort=False) * 100
         return table[[m for m in MOVE_ORDER if m in table.columns]]
+
+
+def add_system(result: EvaluationResult, data: BenchmarkSplit, description: dict,
+               rankings: dict[str, Rankings], columns: dict[tuple[str, str], dict] | None = None) -> None:
+    """Score one more system on the full pool (a reranked run, a run read from disk) and add it to
+    ``result``: per-query rows, aggregated metrics, its description and rankings. ``rankings``: move ->
+    rankings; ``columns``: extra per-query values by (move, query_id), e.g. a reranker's status."""
+    name = description["name"]
+    rows = []
+    for move, move_rankings in rankings.items():
+        result.rankings[(name, move)] = move_rankings
+        for row in score_rankings(move_rankings, data.queries.get(move, []), result.cutoffs):
+            rows.append({"pool": "full", "move": move, "system": name, **row,
+                         **(columns or {}).get((move, row["query_id"]), {})})
+    result.systems.append(description)
+    result.per_query = pd.concat([result.per_query, pd.DataFrame(rows)], ignore_index=True) if len(result.per_query) \
+        else pd.DataFrame(rows)
+    result.pool_sizes.setdefault("full", len(data.pool))
+    result.metrics = aggregate_metrics(result.per_query, result.labels(), result.pool_sizes, result.cutoffs, data)
+
+
+def empty_result(data: BenchmarkSplit, cutoffs=(1, 3, 5, 10, 20, 100), window: int = 100) -> EvaluationResult:
+    """A result without systems, to ``add_system`` runs read from disk into (``ratio-spark rerank``)."""
+    return EvaluationResult(split=data.split, query_set=data.query_set, data_summary=data.summary(),
+                            metrics=pd.DataFrame(), per_query=pd.DataFrame(), overlap=None, systems=[], timings={},
+                            cutoffs=tuple(cutoffs), pool_sizes={"full": len(data.pool)}, window=window)
 
 
 def build_retriever(spec: str, settings: EvaluationConfig, cache=None) -> Retriever:
@@ -69,7 +97,7 @@ def build_retriever(spec: str, settings: EvaluationConfig, cache=None) -> Retrie
     return retriever
 
 
-def _score(rankings: Rankings, queries, cutoffs) -> list[dict]:
+def score_rankings(rankings: Rankings, queries, cutoffs) -> list[dict]:
     rows = []
     for query in queries:
         ranked = rankings.get(query.query_id)
@@ -119,7 +147,7 @@ def run_evaluation(
             rankings = retrieve(retriever, queries, data.pool, move, depth)
             times[f"search_{move}"] = time.perf_counter() - started
             all_rankings[(spec, move)] = rankings
-            for row in _score(rankings, queries, settings.cutoffs):
+            for row in score_rankings(rankings, queries, settings.cutoffs):
                 per_query_rows.append({"pool": "full", "move": move, "system": spec, **row})
             if "overlap" in settings.analyses and queries:
                 overlap = lexical_overlap(queries, rankings, data.pool, settings.overlap_ks, analyzer, token_sets)
@@ -135,7 +163,7 @@ def run_evaluation(
                     pool_sizes[f"{pool_name}:{move}"] = len(pool)
                     retriever.index(pool)
                     rankings = retrieve(retriever, queries, pool, move, depth)
-                    for row in _score(rankings, queries, settings.cutoffs):
+                    for row in score_rankings(rankings, queries, settings.cutoffs):
                         per_query_rows.append({"pool": pool_name, "move": move, "system": spec, **row})
             times["oracle_pools"] = time.perf_counter() - started
         systems.append(description)
@@ -147,11 +175,12 @@ def run_evaluation(
 
     per_query = pd.DataFrame(per_query_rows)
     labels = {s["name"]: s["label"] for s in systems}
-    metrics = _aggregate(per_query, labels, pool_sizes, settings.cutoffs, data, moves)
+    metrics = aggregate_metrics(per_query, labels, pool_sizes, settings.cutoffs, data)
     overlap = pd.DataFrame(overlap_frame_rows) if overlap_frame_rows else None
     return EvaluationResult(
         split=data.split, query_set=data.query_set, data_summary=data.summary(), metrics=metrics, per_query=per_query,
         overlap=overlap, systems=systems, timings=timings, rankings=all_rankings, cutoffs=tuple(settings.cutoffs),
+        pool_sizes=pool_sizes, window=settings.depth,
     )
 
 
@@ -160,7 +189,7 @@ def _mean(rows: list[dict], system: str, move: str, metric: str) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
-def _aggregate(per_query: pd.DataFrame, labels: dict, pool_sizes: dict, cutoffs, data: BenchmarkSplit, moves) -> pd.DataFrame:
+def aggregate_metrics(per_query: pd.DataFrame, labels: dict, pool_sizes: dict, cutoffs, data: BenchmarkSplit) -> pd.DataFrame:
     from ratio_spark.evaluation.metrics import metric_names
 
     names = metric_names(cutoffs)

@@ -50,6 +50,16 @@ class DenseSettings(StrictModel):
         return value
 
 
+class SignificanceSettings(StrictModel):
+    """The ``evaluation.significance`` section: how intervals and p-values are computed."""
+
+    bootstrap_samples: int = Field(default=2000, ge=1000)  # Koehn (2004) used 1,000
+    permutations: int = Field(default=10_000, ge=1000)  # the Ratio paper's human evaluation used 10,000
+    confidence: float = Field(default=0.95, gt=0, lt=1)
+    alpha: float = Field(default=0.05, gt=0, lt=1)  # a difference is marked significant when p < alpha
+    seed: int = 20260
+
+
 class EvaluationConfig(StrictModel):
     """What ``ratio-spark evaluate`` scores, on what, and where it writes; command-line flags override."""
 
@@ -71,6 +81,12 @@ class EvaluationConfig(StrictModel):
     models: dict[str, str] = Field(default_factory=dict)  # extra aliases: name -> folder or model name
     bm25: BM25Settings = Field(default_factory=BM25Settings)
     dense: DenseSettings = Field(default_factory=DenseSettings)
+    significance: SignificanceSettings = Field(default_factory=SignificanceSettings)
+    # A seeded sample of `sample_per_move` queries per move (sha256 of seed and query id; the same on any
+    # machine), scored by every system: paired comparisons on a subset when a system (an LLM reranker)
+    # is too slow for the whole split. None: every query.
+    sample_per_move: int | None = Field(default=None, ge=1)
+    sample_seed: int = 13
     progress: bool = True
 
     @field_validator("retrievers")

@@ -1,4 +1,5 @@
-"""Provenance for Inspire folders: SHA-256 of files and texts, the code commit, atomic JSON writes."""
+"""Provenance for Inspire folders: SHA-256 of files and texts (the file and JSON hashes are the run manifest's,
+``ratio_spark.evaluation.manifest``), the code commit (``git_state``), atomic JSON writes."""
 
 from __future__ import annotations
 
@@ -6,35 +7,21 @@ import datetime as dt
 import hashlib
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
+
+from ratio_spark.evaluation.manifest import git_state, sha256_file, sha256_json
+
+__all__ = ["code_commit", "now_utc", "sha256_bytes", "sha256_file", "sha256_json", "write_json"]
 
 
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def sha256_file(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def sha256_json(value: Any) -> str:
-    return sha256_bytes(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8"))
-
-
 def code_commit() -> str | None:
     """The git commit of the checkout this package runs from (None outside a git checkout)."""
-    try:
-        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
-                              capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
+    return git_state()["commit"]
 
 
 def now_utc() -> str:

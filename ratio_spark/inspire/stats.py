@@ -1,7 +1,8 @@
 """Paired target-bootstrap intervals (the paper's B.2: the target is the statistical unit).
 
-Two small functions with a plain signature (arrays of per-target scores in, numbers out), so the
-evaluation's shared implementation can replace them in one place.
+Two small functions with a plain signature (arrays of per-target scores in, numbers out) over the
+evaluation's shared resampling (``ratio_spark.evaluation.significance``: seeded, chunked, checked against
+``scipy.stats.bootstrap``), so the Inspire tables and the retrieval tables compute intervals one way.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from typing import Sequence
 
 import numpy as np
 
+from ratio_spark.evaluation.significance import bootstrap_means, percentile_interval
+
 
 def bootstrap_mean_ci(values: Sequence[float], *, resamples: int = 2000, confidence: float = 0.95,
                       seed: int = 0) -> tuple[float, float, float]:
@@ -17,10 +20,8 @@ def bootstrap_mean_ci(values: Sequence[float], *, resamples: int = 2000, confide
     data = np.asarray(values, dtype=np.float64)
     if data.size == 0:
         return float("nan"), float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    means = data[rng.integers(0, data.size, size=(resamples, data.size))].mean(axis=1)
-    alpha = (1 - confidence) / 2
-    return float(data.mean()), float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
+    low, high = percentile_interval(bootstrap_means(data, resamples, seed), confidence)
+    return float(data.mean()), float(low[0]), float(high[0])
 
 
 def paired_bootstrap_ci(a: Sequence[float], b: Sequence[float], *, resamples: int = 2000, confidence: float = 0.95,

@@ -354,6 +354,25 @@ class LLMClient:
                              max_wait_s=max_wait_s, max_requests_per_batch=max_requests_per_batch)
         return runner.run(self.prepare(requests, endpoint))
 
+    def choose_transport(self, model: str, mode: str, n_requests: int, batch_min_requests: int) -> str:
+        """``sync`` or ``batch`` for ``mode`` (auto / sync / batch). ``auto``: the Batch API only for OpenAI
+        itself (no base_url) and a run large enough to wait for. (A rerun whose answers are all cached
+        sends nothing either way.)"""
+        if mode != "auto":
+            return mode
+        endpoint = self.endpoint(model)
+        return "batch" if endpoint.base_url is None and n_requests >= batch_min_requests else "sync"
+
+    def send(self, requests: list[ChatRequest], model: str, *, transport: str, state_dir: str | Path | None = None,
+             poll_interval_s: float = 30, max_wait_s: float | None = None, progress: str | None = None) -> list[ChatResult]:
+        """``complete_json`` or ``run_batch`` (in ``state_dir``), by ``transport``: results in request order."""
+        if transport == "batch":
+            if state_dir is None:
+                raise LLMError("the Batch API needs a state folder to resume from")
+            return self.run_batch(requests, model, state_dir=state_dir, poll_interval_s=poll_interval_s,
+                                  max_wait_s=max_wait_s)
+        return self.complete_json(requests, model, progress=progress)
+
     def close(self) -> None:
         self.cache.close()
 

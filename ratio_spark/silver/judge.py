@@ -89,15 +89,6 @@ def _skipped(query_id: str, position: int, prompt: JudgePrompt) -> dict:
     }
 
 
-def choose_transport(client: "LLMClient", model: str, mode: str, n_requests: int, batch_min_requests: int) -> str:
-    """``auto``: the Batch API only for OpenAI itself (no base_url) and a run large enough to wait for.
-    (A rerun whose answers are all cached sends nothing either way.)"""
-    if mode != "auto":
-        return mode
-    endpoint = client.endpoint(model)
-    return "batch" if endpoint.base_url is None and n_requests >= batch_min_requests else "sync"
-
-
 def judge_pairs(
     client: "LLMClient",
     pairs: pd.DataFrame,
@@ -121,7 +112,7 @@ def judge_pairs(
         raise ValueError(f"no prompts selected for move(s) {missing}")
     endpoint = client.endpoint(model)
     depth = max((len(p) for m, p in prompts.items() if m in set(pairs["move"])), default=0)
-    transport = choose_transport(client, model, mode, len(pairs) * max(depth, 1), batch_min_requests)
+    transport = client.choose_transport(model, mode, len(pairs) * max(depth, 1), batch_min_requests)
     if transport == "batch" and batch_state_dir is None:
         raise ValueError("the Batch API needs a state folder (silver.batch_state_dir) to resume from")
 
@@ -154,12 +145,9 @@ def judge_pairs(
         if not requests:
             continue
         label = f"judge {stage + 1}/{len(positions)}" if short_circuit else "judge"
-        if transport == "batch":
-            state = Path(batch_state_dir) / (f"stage{stage + 1}" if short_circuit else "all")
-            results = client.run_batch(requests, model, state_dir=state, poll_interval_s=batch_poll_interval_s,
-                                       max_wait_s=batch_max_wait_s)
-        else:
-            results = client.complete_json(requests, model, progress=label)
+        state = Path(batch_state_dir) / (f"stage{stage + 1}" if short_circuit else "all") if batch_state_dir else None
+        results = client.send(requests, model, transport=transport, state_dir=state,
+                              poll_interval_s=batch_poll_interval_s, max_wait_s=batch_max_wait_s, progress=label)
         by_id = {r.request_id: r for r in results}
         for (pair, k, prompt), req in zip(jobs, requests):
             verdict = _to_verdict(pair.query_id, k, prompt, by_id[req.request_id])

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from ratio_spark.core.errors import UserError
+from ratio_spark.core.front_matter import split_front_matter
 from ratio_spark.core.schema import MOVES
 from ratio_spark.silver.pairs import judge_text
 
@@ -60,16 +59,7 @@ class JudgePrompt:
 
 
 def _parse(text: str, where: str) -> tuple[dict, str]:
-    if not text.startswith("---\n"):
-        raise PromptError(f"{where}: a prompt file starts with '---' and YAML front matter")
-    try:
-        head, body = text[4:].split("\n---\n", 1)
-        meta = yaml.safe_load(head) or {}
-    except (ValueError, yaml.YAMLError) as exc:
-        raise PromptError(f"{where}: unreadable front matter ({exc})") from None
-    if not isinstance(meta, dict):
-        raise PromptError(f"{where}: the front matter must be a mapping")
-    return meta, body.strip() + "\n"
+    return split_front_matter(text, where, PromptError)
 
 
 def _files(prompt_dir: str | Path | None):

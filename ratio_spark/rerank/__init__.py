@@ -1,0 +1,1 @@
+"""LLM listwise reranking of first-stage runs (the Ratio paper's reranker; docs/rerank.md)."""
