@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from ratio_spark.core.config import DEFAULT_MAX_EXTENSION_WORDS
+from ratio_spark.core.schema import DEFAULT_MAX_EXTENSION_WORDS
 
 SPARK_SUBCOMMANDS = ("spans", "extensions", "report")
 

@@ -17,6 +17,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from ratio_spark.core.errors import UserError
+from ratio_spark.core.schema import DEFAULT_MAX_EXTENSION_WORDS
 from ratio_spark.core.strict import StrictModel
 from ratio_spark.evaluation.settings import EvaluationConfig
 from ratio_spark.humaneval.settings import HumanEvalConfig
@@ -170,15 +171,11 @@ class MiningConfig(StrictModel):
     min_chars: int = 35  # query and gold sentences shorter than this are dropped
     require_comma: bool = True  # a marker counts only when a comma follows it ("For example, ...")
     # Extendable connectives: words after the prefix, up to a comma (the released benchmark allows 3).
-    max_extension_words: int = Field(3, ge=0)
+    max_extension_words: int = Field(DEFAULT_MAX_EXTENSION_WORDS, ge=0)
     # The query loses an opening clause of at most this many words followed by a comma ("at times, ...",
     # "in the rw dataset, ...") when no discourse marker opens it; 0 turns this off.
     query_opening_clause_words: int = Field(4, ge=0)
     citation_filter: CitationFilter = Field(default_factory=CitationFilter)
-
-
-# The lexicon tools count extensions as mining does unless told otherwise.
-DEFAULT_MAX_EXTENSION_WORDS: int = MiningConfig.model_fields["max_extension_words"].default
 
 
 class SplitRange(StrictModel):

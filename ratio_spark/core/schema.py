@@ -19,6 +19,9 @@ from dataclasses import dataclass
 MOVES = ("address", "broaden", "specify")
 # In time order: the cross-split rule in ``pipeline/pools.py`` keeps a text in the earliest split.
 SPLITS = ("train", "validation", "test")
+# Words an extendable connective may take before its comma ("to address this problem,"; the released benchmark
+# allows 3): mining.max_extension_words and the lexicon tools default to it.
+DEFAULT_MAX_EXTENSION_WORDS = 3
 DISTRACTOR_CATEGORIES = ("contrast", "similarity", "continuation", "inference", "other")
 MARKER_SOURCES = ("manual", "extension", "llm", "pattern")  # how a lexicon marker was found
 ROLES = ("move", "distractor")  # a marker opens a query-gold pair of a move, or a distractor

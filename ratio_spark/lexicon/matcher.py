@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import ahocorasick
 
 from ratio_spark.lexicon.loader import Lexicon, Marker
+from ratio_spark.core.schema import DEFAULT_MAX_EXTENSION_WORDS
 from ratio_spark.core.text import LEADING_LIST_MARKER_PATTERN, trie_alternation
 
 _NOT_A_BOUNDARY = re.compile(r"[\w\-'’]")
@@ -80,7 +81,7 @@ class PairCutter:
     the opening-clause and citation rules on).
     """
 
-    def __init__(self, lexicon: Lexicon, require_comma: bool = True, max_extension_words: int = 5, min_chars: int = 35,
+    def __init__(self, lexicon: Lexicon, require_comma: bool = True, max_extension_words: int = DEFAULT_MAX_EXTENSION_WORDS, min_chars: int = 35,
                  query_clause_words: int = 0, citation_patterns: dict[str, str] | None = None):
         self.lexicon = lexicon
         self.require_comma = require_comma

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Iterable
 
 import yaml
 
-from ratio_spark.core.config import DEFAULT_MAX_EXTENSION_WORDS
+from ratio_spark.core.schema import DEFAULT_MAX_EXTENSION_WORDS
 from ratio_spark.core.errors import UserError
 from ratio_spark.core.tsv import read_tsv, write_tsv
 from ratio_spark.lexicon.curation.formats import LABELS, LABELS_FILE

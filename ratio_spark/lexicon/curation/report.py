@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ratio_spark.core.config import DEFAULT_MAX_EXTENSION_WORDS
+from ratio_spark.core.schema import DEFAULT_MAX_EXTENSION_WORDS
 from ratio_spark.core.schema import DISTRACTOR_CATEGORIES, MARKER_SOURCES, MOVES
 from ratio_spark.core.tsv import read_tsv
 from ratio_spark.lexicon.curation.formats import LexiconInputError
