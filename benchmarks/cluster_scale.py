@@ -110,6 +110,16 @@ def child(args: argparse.Namespace) -> None:
             result["pairs_examined"] = summary["consecutive_pairs_examined"]
             result["mined_pairs"] = summary["mined_pairs"]
     result["queries"] = spark.read.format("delta").load(config.tables.location("queries")).count()
+    from delta.tables import DeltaTable
+
+    result["optimize"] = {}
+    for name in ("papers", "sentences", "mined_pairs"):  # what `ratio-spark update` compacts costs, and gives
+        table = DeltaTable.forPath(spark, config.tables.location(name))
+        files, size = (table.detail().first()[k] for k in ("numFiles", "sizeInBytes"))
+        started = time.time()
+        table.optimize().executeCompaction()
+        result["optimize"][name] = {"files_before": files, "files_after": table.detail().first()["numFiles"],
+                                    "bytes": size, "seconds": round(time.time() - started, 1)}
     print("RESULT " + json.dumps(result), flush=True)
     spark.stop()
 
