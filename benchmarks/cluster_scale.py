@@ -4,7 +4,8 @@ sentences/s and pairs/s per core, peak memory of the whole process tree (driver,
 the cluster's master, workers and executors), and shuffle bytes per stage (Spark's REST API). docs/performance.md.
 
 The k x corpus is the ingested ACL ``papers`` table unioned k times, copy i under the ids ``<paper_id>~r<i>``
-(copy 0 keeps the real ids). The copies' texts are the same, so mine examines and matches k x the pairs, but
+(copy 0 keeps the real ids; a table ingested before references has no bibliography, and citations then
+resolves nothing). The copies' texts are the same, so mine examines and matches k x the pairs, but
 its corpus-wide duplicate rule (Reason.DUPLICATE_PAIR) drops the copies' pairs: pools and export see 1x.
 
     nice python benchmarks/cluster_scale.py --papers /work/data/acl-final/tables/papers --scales 1,2 \\
@@ -74,6 +75,7 @@ def child(args: argparse.Namespace) -> None:
     from pyspark.sql import functions as F
 
     from ratio_spark.core.config import load_config
+    from ratio_spark.core.schema import BIBLIOGRAPHY_TYPE, TABLES
     from ratio_spark.pipeline.runner import run_stage
     from ratio_spark.pipeline.session import build_spark_session
     from ratio_spark.pipeline.standalone import free_port
@@ -88,6 +90,9 @@ def child(args: argparse.Namespace) -> None:
     spark = build_spark_session(config.spark)
     ui, app_id = spark.sparkContext.uiWebUrl, spark.sparkContext.applicationId
     papers = spark.read.format("delta").load(args.papers)
+    if "bibliography" not in papers.columns:  # a table ingested before references existed: none to resolve
+        papers = papers.withColumn("bibliography", F.lit(None).cast(BIBLIOGRAPHY_TYPE))
+    papers = papers.select(*TABLES["papers"].column_names)
     copies = [papers.withColumn("paper_id", F.concat("paper_id", F.lit(f"~r{i}")) if i else F.col("paper_id"))
               for i in range(args.scale)]
     replicated = copies[0]
