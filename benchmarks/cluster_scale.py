@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -163,6 +164,7 @@ def measure(master: str, scale: int, papers: str, cores: int) -> dict:
     finally:
         if cluster:
             cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)  # the k x tables and the executors' copies of the jars
     total = sum(s["seconds"] for s in result["stages"].values())
     result.update(
         wall_seconds=round(time.time() - started, 1), stages_seconds=round(total, 1), cores=cores,
