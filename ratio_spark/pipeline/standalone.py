@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -181,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--cores", type=int, default=1, help="cores per worker")
     parser.add_argument("--memory", default="1536m", help="memory per worker (its executors')")
+    parser.add_argument("--keep", action="store_true", help="keep the daemons' logs and work folders afterwards")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command, e.g. spark-submit ...")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -190,7 +192,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"standalone cluster: {cluster.master_url} ({args.workers} x {args.cores} core(s), {args.memory}); "
               f"master UI http://127.0.0.1:{cluster.ui_port}, logs in {cluster.root}", flush=True)
         command = [part.replace("{master}", cluster.master_url) for part in command]
-        return subprocess.call(command, env={**os.environ, "RATIO_SPARK_MASTER": cluster.master_url})
+        code = subprocess.call(command, env={**os.environ, "RATIO_SPARK_MASTER": cluster.master_url})
+    if not args.keep:  # each executor's folder holds a copy of every jar (~280 MB)
+        shutil.rmtree(cluster.root, ignore_errors=True)
+    return code
 
 
 if __name__ == "__main__":
