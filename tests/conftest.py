@@ -23,7 +23,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SHARED = REPO_ROOT.parent / "shared"
 SAMPLE_TEI = REPO_ROOT / "data" / "sample" / "acl-emnlp-tei"
 
-FIXTURE_MARKERS = {"spark": "spark", "llm_server": "llm"}
+FIXTURE_MARKERS = {"spark": "spark", "standalone_cluster": "spark", "llm_server": "llm"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -42,6 +42,17 @@ def spark():
     session = build_spark_session(load_config(None, ["spark.conf.spark.sql.shuffle.partitions=4"]).spark)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def standalone_cluster(tmp_path_factory):
+    """A Spark standalone master and two workers (1 core, 1.5 GB each) on 127.0.0.1, started from the installed
+    pyspark once they are first needed, both registered; stopped at the end with everything they started."""
+    from ratio_spark.pipeline.standalone import StandaloneCluster
+
+    cluster = StandaloneCluster(workers=2, cores=1, memory="1536m", root=tmp_path_factory.mktemp("standalone"))
+    with cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")

@@ -31,6 +31,7 @@ COMMAND_GROUPS: dict[str, str] = {
     "models": "ratio_spark.cli.models",
     "humaneval": "ratio_spark.cli.humaneval",
     "inspire": "ratio_spark.cli.inspire",
+    "update": "ratio_spark.cli.update",
 }
 # Attributes that name a subcommand, in order: "lexicon spans", "silver build", ...
 _SUBCOMMAND_ATTRS = ("command", "lexicon_command", "silver_command", "action", "models_command", "humaneval_command",

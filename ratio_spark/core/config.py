@@ -189,12 +189,42 @@ class SplitRange(StrictModel):
         return self
 
 
+class RollingSplits(StrictModel):
+    """Splits that move forward with the corpus (the living benchmark, ``ratio-spark update``): test is the
+    last ``test_months`` calendar months up to the latest publication date mined, validation the
+    ``validation_months`` before it, train everything from ``train.start`` up to validation."""
+
+    test_months: int = Field(ge=1)
+    validation_months: int = Field(ge=1)
+
+
+def _add_months(day: dt.date, months: int) -> dt.date:
+    index = day.year * 12 + day.month - 1 + months
+    return dt.date(index // 12, index % 12 + 1, 1)
+
+
 class SplitsConfig(StrictModel):
-    """Temporal splits by publication date; the defaults are the paper's."""
+    """Temporal splits by publication date; the defaults are the paper's. With ``rolling``, the validation
+    and test ranges (and train's end) follow from the latest date (``resolved``)."""
 
     train: SplitRange = Field(default_factory=lambda: SplitRange(start="2015-01-01", end="2025-09-30"))
     validation: SplitRange = Field(default_factory=lambda: SplitRange(start="2025-10-01", end="2025-12-31"))
     test: SplitRange = Field(default_factory=lambda: SplitRange(start="2026-01-01", end="2026-05-05"))
+    rolling: RollingSplits | None = None
+
+    def resolved(self, latest: dt.date | None) -> "SplitsConfig":
+        """The fixed ranges to use: these, or the rolling windows ending with the month of ``latest``."""
+        if self.rolling is None or latest is None:
+            return self
+        month_after = _add_months(latest.replace(day=1), 1)
+        test_start = _add_months(month_after, -self.rolling.test_months)
+        validation_start = _add_months(test_start, -self.rolling.validation_months)
+        day = dt.timedelta(days=1)
+        return SplitsConfig(
+            train=SplitRange(start=min(self.train.start, validation_start - day), end=validation_start - day),
+            validation=SplitRange(start=validation_start, end=test_start - day),
+            test=SplitRange(start=test_start, end=month_after - day),
+        )
 
     @model_validator(mode="after")
     def _in_time_order(self) -> "SplitsConfig":

@@ -224,6 +224,17 @@ _TABLES = [
         item | string | what was removed (Reason.item)
         rows | bigint | how many
     """, partition_by=("stage",)),
+    _table("releases", "release of the living benchmark (`ratio-spark update`, docs/platform.md)", """
+        release | int | 0 for the benchmark before its first update, then one per update
+        created_at | timestamp | when the update finished (UTC)
+        inputs | string | the folder or glob the update read
+        papers_new | bigint | papers inserted
+        papers_changed | bigint | papers whose content changed (updated, re-segmented)
+        papers_unchanged | bigint | papers of the inputs already in the benchmark as they are (skipped)
+        table_versions | map<string,bigint> | each table's Delta version: read it back with versionAsOf
+        counts | string | JSON: rows per table, queries per split/move, pool sentences per split
+        diff | string | JSON: new queries per split/move, pool growth per split, rows per table, since the previous release
+    """),
 ]
 TABLES: dict[str, Table] = {t.name: t for t in _TABLES}
 

@@ -150,7 +150,7 @@ def table_catalogue() -> str:
         drops = f"`{c.drops_table}`, `stats_drops`" if c.drops_table else "nothing"
         lines.append(f"| `{c.name}` | {reads} | {writes} | {drops} |")
     for table in TABLES.values():
-        writers = ", ".join(f"`{w}`" for w in writers_of(table.name))
+        writers = ", ".join(f"`{w}`" for w in writers_of(table.name)) or "`ratio-spark update` (`pipeline/update.py`)"
         readers = [c.name for c in CONTRACTS.values() if table.name in c.reads]
         lines += ["", f"## `{table.name}`", "", f"One row per {table.one_row_per}. Written by {writers}"
                   + (f"; read by {', '.join(f'`{r}`' for r in readers)}" if readers else "")

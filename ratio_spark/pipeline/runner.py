@@ -151,12 +151,17 @@ class StageIO:
         return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+def write_stats_drops(spark: SparkSession, config: Config, stage: str, dropped: dict[str, int]) -> str:
+    """Replace ``stage``'s rows of ``stats_drops`` with its counts by reason; returns the table's location."""
+    rows = [(stage, reason, REASONS[reason].item, n) for reason, n in dropped.items()]
+    location = table_location(config, "stats_drops")
+    write_table(spark.createDataFrame(rows, TABLES["stats_drops"].ddl), location, TABLES["stats_drops"].partition_by,
+                replace_where=f"stage = '{stage}'")
+    return location
+
+
 def _write_stats_drops(io: StageIO) -> None:
-    rows = [(io.contract.name, reason, REASONS[reason].item, n) for reason, n in io.dropped_by_reason().items()]
-    stats = io.spark.createDataFrame(rows, TABLES["stats_drops"].ddl)
-    write_table(stats, table_location(io.config, "stats_drops"), TABLES["stats_drops"].partition_by,
-                replace_where=f"stage = '{io.contract.name}'")
-    io.written["stats_drops"] = table_location(io.config, "stats_drops")
+    io.written["stats_drops"] = write_stats_drops(io.spark, io.config, io.contract.name, io.dropped_by_reason())
 
 
 def _implementation(contract: StageContract) -> Callable[[StageIO], dict[str, Any]]:

@@ -74,6 +74,13 @@ class SplitAssignment:
         }
 
 
+def resolve_splits(mined_pairs: DataFrame, splits_config: SplitsConfig) -> SplitsConfig:
+    """The configured ranges, or with ``splits.rolling`` the windows ending with the latest mined date."""
+    if splits_config.rolling is None:
+        return splits_config
+    return splits_config.resolved(mined_pairs.agg(F.max("pub_date")).first()[0])
+
+
 def assign_splits(mined_pairs: DataFrame, splits_config: SplitsConfig) -> SplitAssignment:
     """Add ``split`` by ``pub_date``. Rows outside every range go to ``out_of_range`` with a reason.
 

@@ -146,11 +146,13 @@ def pools_stage(io: StageIO) -> dict[str, Any]:
     """``mined_pairs`` -> temporal splits, shared candidate pools (``queries``, ``candidates``), leakage checks, ``stats_*``."""
     from ratio_spark.pipeline.leakage import check_leakage
     from ratio_spark.pipeline.pools import build_pools, summarise_pools
-    from ratio_spark.pipeline.splits import assign_splits
+    from ratio_spark.pipeline.splits import assign_splits, resolve_splits
     from ratio_spark.pipeline.stats import benchmark_stats
 
     mined = io.read("mined_pairs")
-    splits = io.config.splits
+    splits = resolve_splits(mined, io.config.splits)
+    if splits is not io.config.splits:
+        io.log("rolling splits: " + ", ".join(f"{n} {r.start}..{r.end}" for n, r in splits.ranges().items()))
     with io.phase("assigning temporal splits"):
         assignment = assign_splits(mined, splits)
         split_summary = assignment.summary()

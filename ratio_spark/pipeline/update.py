@@ -1,0 +1,273 @@
+"""The living benchmark: ``ratio-spark update --inputs new/`` adds papers to an existing benchmark.
+
+1. The new inputs go through ``ingest`` into a staging root (``<tables.root>/_update``), under the ingest
+   contract (every record is a paper or a reject, reconciled).
+2. Each staged paper is compared with ``papers`` by paper id and a content hash (every column but
+   ``source_path``): new, changed or unchanged. Only new and changed papers go on, through ``segment``
+   (Spark NLP: the costly stage) in the staging root, under its contract (drops written, reconciled).
+3. The staged rows replace those papers' rows in the benchmark tables, one Delta commit per table
+   (``sentences``, segment's ``drops``; then the ingest and segment rows of ``stats_drops`` recounted),
+   and last ``papers`` by a Delta ``MERGE`` on ``paper_id`` (inserted or updated). Each replacement is
+   reconciled: rows after = rows before - the replaced papers' old rows + the staged rows. The merged
+   tables are then compacted (Delta ``OPTIMIZE``).
+4. ``mine``, ``citations``, ``pools`` and ``export`` run again over the whole tables, each under its
+   contract: mine's duplicate rule is corpus-wide (a pair whose query and gold text occur with a smaller
+   pair id anywhere is dropped), references resolve across the corpus, and pools.py builds every split at
+   once. So the result equals a full rebuild from the same inputs (tests/test_update.py).
+5. A row of ``releases`` records the release: every table's Delta version (read any of them back with
+   ``read_release``: Delta time travel, ``versionAsOf``), row counts, and the diff against the previous
+   release (new queries per split and move, pool growth per split).
+
+Nothing new or changed: nothing is written, no table gets a version. A killed update is finished by the
+next one: ``papers`` is merged after the tables derived from it, so a rerun stages the same papers again,
+and a ``papers`` version that no release records yet means the downstream stages still have to run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ratio_spark.core.config import Config
+from ratio_spark.core.errors import UserError
+from ratio_spark.core.schema import MOVES, SPLITS, TABLES
+from ratio_spark.pipeline.contracts import reconcile
+from ratio_spark.pipeline.runner import log, run_stage, write_stats_drops
+from ratio_spark.pipeline.tables import read_table, table_location, write_table
+
+STAGED = ("ingest", "segment")  # run on the new and changed papers only
+# Run again over the whole tables: mine drops a pair whose (query, gold) text occurs with a smaller pair id
+# anywhere in the corpus (Reason.DUPLICATE_PAIR), references resolve across the corpus, pools.py builds
+# every split at once.
+REBUILT = ("mine", "citations", "pools", "export")
+CONTENT_COLUMNS = tuple(c for c in TABLES["papers"].column_names if c != "source_path")
+
+
+class UpdateError(UserError):
+    """An update that cannot start: no benchmark to update, or no inputs."""
+
+
+def content_hash() -> F.Column:
+    """SHA-256 of a paper's content: a paper delivered again from another file is unchanged."""
+    return F.sha2(F.to_json(F.struct(*CONTENT_COLUMNS)), 256)
+
+
+def staging_config(config: Config, inputs: str) -> Config:
+    """The same settings, tables in ``<root>/_update``, the first input's reader on the new folder."""
+    if not config.inputs:
+        raise UpdateError("update needs an input in the configuration (inputs:) to read the new papers with")
+    tables = config.tables.model_copy(update={"root": f"{config.tables.root.rstrip('/')}/_update", "overrides": {}})
+    new_input = config.inputs[0].model_copy(update={"path": inputs, "name": f"{config.inputs[0].name}-update"})
+    return config.model_copy(update={"tables": tables, "inputs": [new_input]})
+
+
+def delta_table(spark: SparkSession, config: Config, name: str):
+    from delta.tables import DeltaTable
+
+    return DeltaTable.forPath(spark, table_location(config, name))
+
+
+def table_version(spark: SparkSession, config: Config, name: str) -> int | None:
+    try:
+        return delta_table(spark, config, name).history(1).first()["version"]
+    except Exception:  # not a Delta table (yet)
+        return None
+
+
+def benchmark_tables(spark: SparkSession, config: Config) -> dict[str, int]:
+    """Every declared table present under the configuration, with its current Delta version."""
+    versions = {name: table_version(spark, config, name) for name in TABLES if name != "releases"}
+    return {name: v for name, v in versions.items() if v is not None}
+
+
+def read_release(spark: SparkSession, config: Config, table: str, release: int | None = None) -> DataFrame:
+    """``table`` as release ``release`` (the latest when None) left it: Delta time travel to its version."""
+    releases = read_table(spark, config, "releases")
+    if release is None:
+        release = releases.agg(F.max("release")).first()[0]
+    row = releases.filter(F.col("release") == release).first()
+    if row is None:
+        raise UpdateError(f"no release {release} in {table_location(config, 'releases')}")
+    if table not in row["table_versions"]:
+        raise UpdateError(f"release {release} has no table {table!r}")
+    return (spark.read.format("delta").option("versionAsOf", row["table_versions"][table])
+            .load(table_location(config, table)))
+
+
+@dataclass
+class Classified:
+    new: DataFrame
+    changed: DataFrame
+    n_new: int
+    n_changed: int
+    n_unchanged: int
+
+    @property
+    def papers(self) -> DataFrame:
+        return self.new.unionByName(self.changed)
+
+
+def classify(staged: DataFrame, current: DataFrame) -> Classified:
+    """Staged papers against the benchmark's, by id and content hash."""
+    known = current.select("paper_id", content_hash().alias("_current_hash"))
+    labelled = staged.withColumn("_hash", content_hash()).join(known, "paper_id", "left")
+    new = labelled.filter(F.col("_current_hash").isNull())
+    changed = labelled.filter(F.col("_current_hash").isNotNull() & (F.col("_hash") != F.col("_current_hash")))
+    counts = {r["kind"]: r["count"] for r in labelled.groupBy(
+        F.when(F.col("_current_hash").isNull(), "new").when(F.col("_hash") != F.col("_current_hash"), "changed")
+        .otherwise("unchanged").alias("kind")).count().collect()}
+    columns = TABLES["papers"].column_names
+    return Classified(new.select(*columns), changed.select(*columns), counts.get("new", 0), counts.get("changed", 0),
+                      counts.get("unchanged", 0))
+
+
+def id_predicate(paper_ids: list[str], stage_column: str | None = None, stages: tuple[str, ...] = ()) -> str:
+    ids = ", ".join("'" + i.replace("'", "''") + "'" for i in paper_ids)
+    where = f"paper_id IN ({ids})"
+    if stage_column:
+        where = f"{stage_column} IN ({', '.join(repr(s) for s in stages)}) AND {where}"
+    return where
+
+
+def replace_papers_rows(spark: SparkSession, config: Config, staging: Config, paper_ids: list[str]) -> dict[str, str]:
+    """``sentences`` and segment's ``drops``: the staged rows replace those of the papers, one commit each,
+    reconciled against the counts before."""
+    balances = {}
+    for name, where, staged_rows in [
+        ("sentences", id_predicate(paper_ids), read_table(spark, staging, "sentences")),
+        ("drops", id_predicate(paper_ids, "stage", ("segment",)),
+         read_table(spark, staging, "drops").filter(F.col("stage") == "segment")),
+    ]:
+        table = read_table(spark, config, name)
+        before, replaced = table.count(), table.filter(where).count()
+        added = staged_rows.count()
+        write_table(staged_rows.select(*TABLES[name].column_names), table_location(config, name),
+                    TABLES[name].partition_by, replace_where=where)
+        after = read_table(spark, config, name).count()
+        balances[name] = reconcile("update", f"{name} rows (before - replaced + staged)", before - replaced + added,
+                                   {name: after}, {})
+    return balances
+
+
+def recount_drops(spark: SparkSession, config: Config) -> None:
+    """The ingest and segment rows of ``stats_drops``, from the merged ``rejects`` and ``drops``."""
+    by_stage = {"ingest": read_table(spark, config, "rejects").withColumn("stage", F.lit("ingest")),
+                "segment": read_table(spark, config, "drops")}
+    for stage, drops in by_stage.items():
+        counts = {r["reason"]: r["count"] for r in drops.filter(F.col("stage") == stage).groupBy("reason").count().collect()}
+        write_stats_drops(spark, config, stage, dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))))
+
+
+MERGED = ("papers", "rejects", "sentences", "drops")  # the tables an update adds files to, update after update
+
+
+def compact(spark: SparkSession, config: Config) -> None:
+    """Delta OPTIMIZE (bin-packing) of the tables updates merge into: each MERGE or replaceWhere adds files,
+    and reads slow down with many small ones. A version with no data change; time travel still reads the
+    old files (until VACUUM)."""
+    for name in MERGED:
+        delta_table(spark, config, name).optimize().executeCompaction()
+
+
+def merge_papers(spark: SparkSession, config: Config, papers: DataFrame) -> None:
+    """Delta MERGE on paper_id: new papers inserted, changed ones updated, in one commit."""
+    (delta_table(spark, config, "papers").alias("t").merge(papers.alias("s"), "t.paper_id = s.paper_id")
+     .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
+
+
+def merge_rejects(spark: SparkSession, config: Config, rejects: DataFrame) -> None:
+    """Rejects of the new inputs not already recorded (by source path and reason)."""
+    (delta_table(spark, config, "rejects").alias("t")
+     .merge(rejects.alias("s"), "t.source_path = s.source_path AND t.reason = s.reason")
+     .whenNotMatchedInsertAll().execute())
+
+
+def release_counts(spark: SparkSession, config: Config, versions: dict[str, int]) -> dict[str, Any]:
+    """Rows per table, queries per split and move, pool sentences per split, at the given versions."""
+
+    def at(name: str) -> DataFrame:
+        return spark.read.format("delta").option("versionAsOf", versions[name]).load(table_location(config, name))
+
+    rows = {name: at(name).count() for name in versions}
+    queries = {f"{r['split']}/{r['move']}": r["count"] for r in at("queries").groupBy("split", "move").count().collect()} \
+        if "queries" in versions else {}
+    pools = {r["split"]: r["count"] for r in at("candidates").groupBy("split").count().collect()} \
+        if "candidates" in versions else {}
+    return {"rows": rows, "queries": queries, "pool": pools}
+
+
+def latest_release(spark: SparkSession, config: Config) -> Any:
+    if table_version(spark, config, "releases") is None:
+        return None
+    return read_table(spark, config, "releases").orderBy(F.desc("release")).first()
+
+
+def write_release(spark: SparkSession, config: Config, inputs: str, classified: dict[str, int]) -> dict[str, Any]:
+    """Append a row to ``releases``: versions, counts and the diff against the previous release."""
+    previous = latest_release(spark, config)
+    versions = benchmark_tables(spark, config)
+    counts = release_counts(spark, config, versions)
+    number = 0 if previous is None else previous["release"] + 1
+    diff: dict[str, Any] = {}
+    if previous is not None:
+        before = json.loads(previous["counts"])
+        diff = {
+            "new_queries": {f"{s}/{m}": counts["queries"].get(f"{s}/{m}", 0) - before["queries"].get(f"{s}/{m}", 0)
+                            for s in SPLITS for m in MOVES},
+            "pool_growth": {s: counts["pool"].get(s, 0) - before["pool"].get(s, 0) for s in SPLITS},
+            "rows": {n: counts["rows"][n] - before["rows"].get(n, 0) for n in counts["rows"]},
+        }
+    row = (number, dt.datetime.now(dt.timezone.utc).replace(tzinfo=None), inputs, classified.get("new", 0),
+           classified.get("changed", 0), classified.get("unchanged", 0), versions, json.dumps(counts, sort_keys=True),
+           json.dumps(diff, sort_keys=True))
+    frame = spark.createDataFrame([row], TABLES["releases"].ddl)
+    frame.write.format("delta").mode("append").save(table_location(config, "releases"))
+    return {"release": number, "table_versions": versions, **counts, "diff": diff}
+
+
+def update(spark: SparkSession, config: Config, inputs: str) -> dict[str, Any]:
+    """Add the papers under ``inputs`` to the benchmark under ``config`` (see the module's docstring)."""
+    if table_version(spark, config, "papers") is None:
+        raise UpdateError(f"no benchmark to update at {table_location(config, 'papers')}: run `ratio-spark run` first")
+    staging = staging_config(config, inputs)
+    shutil.rmtree(staging.tables.root, ignore_errors=True)
+    try:
+        summary: dict[str, Any] = {"inputs": inputs, "stages": {}}
+        summary["stages"]["ingest"] = run_stage(spark, staging, "ingest")
+        staged = classify(read_table(spark, staging, "papers"), read_table(spark, config, "papers"))
+        new_rejects = read_table(spark, staging, "rejects").join(
+            read_table(spark, config, "rejects").select("source_path", "reason"), ["source_path", "reason"], "left_anti")
+        n_rejects = new_rejects.count()
+        kinds = {"new": staged.n_new, "changed": staged.n_changed, "unchanged": staged.n_unchanged}
+        summary.update(papers=kinds, new_rejects=n_rejects)
+        log(f"update: {staged.n_new} new, {staged.n_changed} changed, {staged.n_unchanged} unchanged paper(s), "
+            f"{n_rejects} new reject(s)")
+        previous = latest_release(spark, config)
+        pending = previous is not None and previous["table_versions"].get("papers") != table_version(spark, config, "papers")
+        if staged.n_new + staged.n_changed + n_rejects == 0 and not pending:
+            log("update: nothing new or changed: no table written")
+            return {**summary, "release": None}
+        if previous is None:  # the benchmark as it stands becomes release 0, the base of the first diff
+            write_release(spark, config, "(before the first update)", {})
+        if n_rejects:
+            merge_rejects(spark, config, new_rejects)
+        paper_ids = sorted(r["paper_id"] for r in staged.papers.select("paper_id").collect())
+        if paper_ids:
+            write_table(staged.papers, table_location(staging, "papers"))  # segment only these
+            summary["stages"]["segment"] = run_stage(spark, staging, "segment")
+            summary["replaced"] = replace_papers_rows(spark, config, staging, paper_ids)
+            merge_papers(spark, config, read_table(spark, staging, "papers"))
+        recount_drops(spark, config)
+        compact(spark, config)
+        for stage in REBUILT:
+            summary["stages"][stage] = run_stage(spark, config, stage)
+        summary["release"] = write_release(spark, config, inputs, kinds)
+        return summary
+    finally:
+        shutil.rmtree(staging.tables.root, ignore_errors=True)
