@@ -101,24 +101,23 @@ def citations_stage(io: StageIO) -> dict[str, Any]:
 def mine_stage(io: StageIO) -> dict[str, Any]:
     """``sentences`` -> ``mined_pairs`` (+ ``stats_mining``): marker matching over consecutive pairs."""
     from ratio_spark.lexicon.loader import load_lexicon
-    from ratio_spark.pipeline.mine import mine_pairs, pairs_for_mining
+    from ratio_spark.pipeline.mine import mine_pairs
 
     lexicon = load_lexicon(io.config.mining.lexicon)
     io.log(f"lexicon {lexicon.version} ({len(lexicon.markers)} markers), matching consecutive pairs")
-    sentences = io.read("sentences")
-    mining = mine_pairs(io.spark, sentences, lexicon, io.config.mining)
+    mining = mine_pairs(io.spark, io.read("sentences"), lexicon, io.config.mining)
     matched = mining.matched.persist(StorageLevel.MEMORY_AND_DISK)  # the rows and the drops reuse it
     try:
-        with io.phase("matching and writing mined_pairs and the dropped pairs"):
+        with io.phase("forming the pairs, matching, cutting and de-duplicating them"):
             n_matched = matched.count()
+        with io.phase("writing mined_pairs"):
             written = io.write("mined_pairs", mining.mined)
+        with io.phase("writing the dropped pairs"):
             io.write_drops(mining.drops)
     finally:
         matched.unpersist()
-    examined_by_year = {
-        r["year"]: r["count"]
-        for r in pairs_for_mining(sentences).groupBy(F.year("pub_date").alias("year")).count().collect()
-    }
+    with io.phase("counting the pairs examined per year"):
+        examined_by_year = {r["year"]: r["count"] for r in mining.examined.collect()}
     # One row per publication year: yields by year need the pairs examined in that year.
     stats = io.spark.createDataFrame(
         [(lexicon.version, year, n) for year, n in sorted(examined_by_year.items(), key=lambda kv: (kv[0] is None, kv[0]))],
@@ -155,11 +154,15 @@ def pools_stage(io: StageIO) -> dict[str, Any]:
         assignment = assign_splits(mined, splits)
         split_summary = assignment.summary()
     build = build_pools(assignment.pairs)
-    with io.phase("building and writing the queries and the shared candidate pool of each split"):
-        queries = io.write("queries", build.queries)
-        candidates = io.write("candidates", build.candidates)
-    with io.phase("writing what the pools dropped and counting what they kept"):
-        drops = io.write_drops(assignment.drops.unionByName(build.drops))
+    try:
+        with io.phase("building and writing the queries and the shared candidate pool of each split"):
+            queries = io.write("queries", build.queries)
+            candidates = io.write("candidates", build.candidates)
+        with io.phase("writing what the pools dropped"):
+            drops = io.write_drops(assignment.drops.unionByName(build.drops))
+    finally:
+        build.unpersist()
+    with io.phase("counting what the pools kept"):
         pool_summary = summarise_pools(
             {(r["split"], r["role"]): r["count"] for r in assignment.labelled.groupBy("split", "role").count().collect()},
             {(r["split"], r["move"]): r["count"] for r in queries.groupBy("split", "move").count().collect()},
