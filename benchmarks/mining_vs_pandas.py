@@ -255,6 +255,7 @@ def bench(args) -> None:
                 for r in runs.values():
                     r[-1]["load_1min"] = round(load[0], 2)
             summary = json.loads((mine_root / "summary.json").read_text())
+            summary = summary[-1] if isinstance(summary, list) else summary  # one summary per stage run
             results["runs"][f"{lexicon}-x{scale}"] = {
                 "sentences": sentences, "lexicon": lexicon_arg, "pairs_examined": summary.get("consecutive_pairs_examined"),
                 "mine_summary_seconds": summary.get("seconds"), "phases": summary.get("phase_seconds"),

@@ -165,12 +165,16 @@ def pair_id_column() -> F.Column:
 
 @dataclass
 class Mining:
-    """``examined``: (year, count) of the consecutive pairs the matcher looked at, per publication year;
+    """``scanned``: one row per consecutive pair, its publication ``year`` and, when the pre-filter passes it,
+    the pair's columns (``_pair``; null otherwise); ``examined``: (year, count) of the consecutive pairs the
+    matcher looked at; ``matched`` and ``examined`` both read ``scanned``, so a stage that persists it forms
+    the pairs (one shuffle of the sentences) once;
     ``matched``: every pair whose second sentence opens with a marker, with its ``drop_reason`` (null: kept) and
     its rank among the kept pairs of the same (query, gold) text; ``mined``: the ``mined_pairs`` rows;
     ``drops``: the matched pairs that are not rows, with their reason. All lazy; ``mined`` and ``drops`` both
     read ``matched``, so a stage that persists ``matched`` runs the matching and the de-duplication once."""
 
+    scanned: DataFrame
     examined: DataFrame
     matched: DataFrame
     mined: DataFrame
@@ -181,7 +185,10 @@ def mine_pairs(spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, conf
     """sentences -> pairs examined, matched pairs, ``mined_pairs`` rows (de-duplicated) and the drops."""
     cutter = pair_cutter(lexicon, config)
     pairs = pairs_for_mining(sentences)
-    cut = match_markers(prefilter(pairs, cutter), cutter, spark).filter(
+    scanned = pairs.select(F.year("pub_date").alias("year"),
+                           F.when(F.col("second_norm").rlike(cutter.opening_regex()), F.struct(*pairs.columns)).alias("_pair"))
+    candidates = scanned.filter(F.col("_pair").isNotNull()).select("_pair.*")
+    cut = match_markers(candidates, cutter, spark).filter(
         F.col("role").isNotNull()
     ).withColumn("pair_id", pair_id_column())
     # De-duplicate on (query, gold): the smallest pair id is kept, so reruns keep the same row. One window
@@ -205,6 +212,6 @@ def mine_pairs(spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, conf
         matched.filter(~kept | (F.col("_n") > 1)), F.coalesce("drop_reason", F.lit(Reason.DUPLICATE_PAIR)), "pair_id",
         role="role", text="gold_cut", detail=F.when(kept, duplicate).otherwise(marker),
     )
-    examined = pairs.groupBy(F.year("pub_date").alias("year")).count()
-    return Mining(examined=examined, matched=matched, mined=mined.select(*TABLES["mined_pairs"].column_names),
+    examined = scanned.groupBy("year").count()
+    return Mining(scanned=scanned, examined=examined, matched=matched, mined=mined.select(*TABLES["mined_pairs"].column_names),
                   drops=drops)
