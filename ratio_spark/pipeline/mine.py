@@ -165,28 +165,39 @@ def pair_id_column() -> F.Column:
 
 @dataclass
 class Mining:
-    """``matched``: every pair whose second sentence opens with a marker, with its ``drop_reason`` (null: kept);
-    ``mined``: the ``mined_pairs`` rows; ``drops``: the matched pairs that are not rows, with their reason."""
+    """``scanned``: one row per consecutive pair, its publication ``year`` and, when the pre-filter passes it,
+    the pair's columns (``_pair``; null otherwise); ``examined``: (year, count) of the consecutive pairs the
+    matcher looked at; ``matched`` and ``examined`` both read ``scanned``, so a stage that persists it forms
+    the pairs (one shuffle of the sentences) once;
+    ``matched``: every pair whose second sentence opens with a marker, with its ``drop_reason`` (null: kept) and
+    its rank among the kept pairs of the same (query, gold) text; ``mined``: the ``mined_pairs`` rows;
+    ``drops``: the matched pairs that are not rows, with their reason. All lazy; ``mined`` and ``drops`` both
+    read ``matched``, so a stage that persists ``matched`` runs the matching and the de-duplication once."""
 
+    scanned: DataFrame
+    examined: DataFrame
     matched: DataFrame
     mined: DataFrame
     drops: DataFrame
 
 
 def mine_pairs(spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, config: MiningConfig) -> Mining:
-    """sentences -> matched pairs, ``mined_pairs`` rows (de-duplicated) and the drops; all lazy, all from ``matched``."""
+    """sentences -> pairs examined, matched pairs, ``mined_pairs`` rows (de-duplicated) and the drops."""
     cutter = pair_cutter(lexicon, config)
-    matched = match_markers(prefilter(pairs_for_mining(sentences), cutter), cutter, spark).filter(
+    pairs = pairs_for_mining(sentences)
+    scanned = pairs.select(F.year("pub_date").alias("year"),
+                           F.when(F.col("second_norm").rlike(cutter.opening_regex()), F.struct(*pairs.columns)).alias("_pair"))
+    candidates = scanned.filter(F.col("_pair").isNotNull()).select("_pair.*")
+    cut = match_markers(candidates, cutter, spark).filter(
         F.col("role").isNotNull()
     ).withColumn("pair_id", pair_id_column())
-    # De-duplicate on (query, gold): the smallest pair id is kept, so reruns keep the same row.
-    first = Window.partitionBy("query_cut", "gold_cut").orderBy("pair_id")
-    kept = (
-        matched.filter(F.col("drop_reason").isNull())
-        .withColumn("_n", F.row_number().over(first))
-        .withColumn("_first_pair_id", F.first("pair_id").over(first))
-    )
-    mined = kept.filter(F.col("_n") == 1).select(
+    # De-duplicate on (query, gold): the smallest pair id is kept, so reruns keep the same row. One window
+    # (one shuffle) over all matched pairs: a dropped pair ranks only among pairs with its own drop reason,
+    # and its rank is not used.
+    first = Window.partitionBy("drop_reason", "query_cut", "gold_cut").orderBy("pair_id")
+    matched = cut.withColumn("_n", F.row_number().over(first)).withColumn("_first_pair_id", F.first("pair_id").over(first))
+    kept = F.col("drop_reason").isNull()
+    mined = matched.filter(kept & (F.col("_n") == 1)).select(
         "pair_id", "paper_id", "pub_date", "role", "move", "category", "marker", "marker_entry", "marker_source",
         F.lit(lexicon.version).alias("lexicon_version"),
         "query_sentence_id", "gold_sentence_id", "context_text",
@@ -196,11 +207,11 @@ def mine_pairs(spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, conf
         F.col("gold_cut_original").alias("gold_text_original"),
     )
     marker = F.concat(F.lit("marker '"), F.col("marker"), F.lit("'; query: "), F.col("query_cut"))
+    duplicate = F.concat(F.lit("same query and gold text as "), F.col("_first_pair_id"))
     drops = drop_rows(
-        matched.filter(F.col("drop_reason").isNotNull()), F.col("drop_reason"), "pair_id",
-        role="role", text="gold_cut", detail=marker,
-    ).unionByName(drop_rows(
-        kept.filter(F.col("_n") > 1), Reason.DUPLICATE_PAIR, "pair_id", role="role", text="gold_cut",
-        detail=F.concat(F.lit("same query and gold text as "), F.col("_first_pair_id")),
-    ))
-    return Mining(matched=matched, mined=mined.select(*TABLES["mined_pairs"].column_names), drops=drops)
+        matched.filter(~kept | (F.col("_n") > 1)), F.coalesce("drop_reason", F.lit(Reason.DUPLICATE_PAIR)), "pair_id",
+        role="role", text="gold_cut", detail=F.when(kept, duplicate).otherwise(marker),
+    )
+    examined = scanned.groupBy("year").count()
+    return Mining(scanned=scanned, examined=examined, matched=matched, mined=mined.select(*TABLES["mined_pairs"].column_names),
+                  drops=drops)

@@ -98,6 +98,14 @@ class PoolBuild:
     candidates: DataFrame
     drops: DataFrame
     inputs: DataFrame  # the pairs that came in, with ``split`` and ``role``
+    # The intermediate frames that queries, candidates and drops all read (the pairs after the cross-split
+    # rule, the ranked pool, the query rows), persisted so that writing the three computes them once.
+    shared: tuple[DataFrame, ...] = ()
+
+    def unpersist(self) -> None:
+        """Free the ``shared`` frames once the outputs are written."""
+        for frame in self.shared:
+            frame.unpersist()
 
     def summary(self) -> dict[str, Any]:
         """``summarise_pools`` over counts of these (lazy) frames; the pools stage counts the written tables."""
@@ -191,6 +199,7 @@ def build_pools(split_pairs: DataFrame, apply_cross_split_rule: bool = True) -> 
         text_key(F.col("gold_text")).alias("key"),
     )
     drops = [_dropped(pairs.filter(~(is_move | is_distractor)), F.col("role"), Reason.MISSING_LABEL, "gold_text")]
+    shared_frames: list[DataFrame] = []  # persisted below: ``PoolBuild.shared``
 
     # 1. Unusable rows.
     empty_move = (F.col("qkey") == "") | (F.col("gkey") == "")
@@ -219,12 +228,15 @@ def build_pools(split_pairs: DataFrame, apply_cross_split_rule: bool = True) -> 
         moves = moves.join(
             shared.withColumnRenamed("key", "qkey").withColumnRenamed("first_rank", "_q_first"), "qkey", "left"
         ).join(shared.withColumnRenamed("key", "gkey").withColumnRenamed("first_rank", "_g_first"), "gkey", "left")
+        moves = moves.persist()  # the drops below and every output read it: compute it once
+        shared_frames.append(moves)
         gold_leak = F.coalesce(F.col("_g_first") < F.col("_rank"), F.lit(False))
         query_leak = F.coalesce(F.col("_q_first") < F.col("_rank"), F.lit(False))
         drops.append(_dropped(moves.filter(gold_leak), "move", Reason.GOLD_SEEN_IN_EARLIER_SPLIT, "gold_text", query))
         moves = moves.filter(~gold_leak).withColumn("_query_kept", ~query_leak)
         drops.append(_dropped(moves.filter(query_leak), "move", Reason.QUERY_SEEN_IN_EARLIER_SPLIT, "query_text"))
-        distractors = distractors.join(shared, "key", "left")
+        distractors = distractors.join(shared, "key", "left").persist()
+        shared_frames.append(distractors)
         d_leak = F.coalesce(F.col("first_rank") < F.col("_rank"), F.lit(False))
         drops.append(_dropped(distractors.filter(d_leak), "distractor", Reason.DISTRACTOR_SEEN_IN_EARLIER_SPLIT, "text"))
         distractors = distractors.filter(~d_leak)
@@ -251,7 +263,8 @@ def build_pools(split_pairs: DataFrame, apply_cross_split_rule: bool = True) -> 
         .withColumn("_kept_source", F.first("source").over(in_order))
         .withColumn("_has_gold", F.min("_priority").over(by_text) == 0)
         .withColumn("gold_moves", F.array_sort(F.collect_set("move").over(by_text)))
-    )
+    ).persist()  # candidates, their drops and the queries' exclusions read it
+    shared_frames.append(ranked)
     candidates = ranked.filter(F.col("_rn") == 1).select(
         "split", candidate_id(F.col("split"), F.col("key")).alias("candidate_id"), "text", "text_original", "source",
         "gold_moves", "paper_id", "pub_date",
@@ -271,6 +284,8 @@ def build_pools(split_pairs: DataFrame, apply_cross_split_rule: bool = True) -> 
         "_rn",
         F.row_number().over(Window.partitionBy("split", "move", "qkey", "gkey").orderBy("pair_id", "paper_id")),
     )
+    query_rows = query_rows.persist()
+    shared_frames.append(query_rows)
     drops.append(_dropped(query_rows.filter(F.col("_rn") > 1), "move", Reason.DUPLICATE_QUERY, "query_text"))
     query_rows = query_rows.filter(F.col("_rn") == 1)
 
@@ -294,4 +309,5 @@ def build_pools(split_pairs: DataFrame, apply_cross_split_rule: bool = True) -> 
     all_drops = drops[0]
     for extra in drops[1:]:
         all_drops = all_drops.unionByName(extra)
-    return PoolBuild(queries=queries, candidates=candidates, drops=all_drops, inputs=split_pairs)
+    return PoolBuild(queries=queries, candidates=candidates, drops=all_drops, inputs=split_pairs,
+                     shared=tuple(shared_frames))

@@ -80,6 +80,7 @@ class StageIO:
         self._inputs = inputs
         self.written: dict[str, str] = {}  # table -> location, in the order written
         self.drop_counts: dict[tuple, int] | None = None  # (reason, split, role) -> rows, once drops are written
+        self.phase_seconds: dict[str, float] = {}  # each ``phase`` and its time: the summary's profile
 
     def read(self, name: str) -> DataFrame:
         if name not in self._inputs:
@@ -95,7 +96,8 @@ class StageIO:
         started = time.time()
         self.log(f"{what} ...")
         yield
-        self.log(f"{what}: done in {time.time() - started:.1f} s")
+        self.phase_seconds[what] = round(time.time() - started, 1)
+        self.log(f"{what}: done in {self.phase_seconds[what]:.1f} s")
 
     def _write(self, name: str, df: DataFrame, replace_where: str | None = None) -> DataFrame:
         table = TABLES[name]
@@ -181,4 +183,5 @@ def run_stage(spark: SparkSession, config: Config, stage: str | StageContract) -
         raise ContractError(f"{contract.name} finished without writing its declared table(s) {unwritten}")
     if contract.drops_table:
         _write_stats_drops(io)
-    return {"stage": contract.name, **summary, "tables": dict(io.written), "seconds": round(time.time() - started, 1)}
+    return {"stage": contract.name, **summary, "tables": dict(io.written), "phase_seconds": io.phase_seconds,
+            "seconds": round(time.time() - started, 1)}

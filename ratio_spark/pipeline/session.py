@@ -24,6 +24,9 @@ _LOCAL_DEFAULTS = {
     "spark.kryoserializer.buffer.max": "512m",
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Let adaptive execution coalesce the partitions of a persisted plan too (a stage's small persisted
+    # frames, e.g. mine's matched pairs, otherwise keep spark.sql.shuffle.partitions tasks and files).
+    "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
 }
 
 
@@ -73,8 +76,13 @@ def build_spark_session(config: SparkConfig) -> SparkSession:
     if submitted is not None:
         _check_submitted_jars(config, submitted)
     elif config.jars.mode == "local":
-        jars = ensure_jars(config.jars.profile, config.jars.cache_dir)
-        settings["spark.jars"] = ",".join(str(j) for j in jars)
+        jars = [str(j) for j in ensure_jars(config.jars.profile, config.jars.cache_dir)]
+        if config.master and config.master.startswith("local"):
+            # One JVM is driver and executor: the jars go on its class path. spark.jars would also copy
+            # all of them (~280 MB) into the executor's work folder before the first task of every run.
+            settings["spark.driver.extraClassPath"] = os.pathsep.join(jars)
+        else:
+            settings["spark.jars"] = ",".join(jars)
     elif config.jars.mode == "packages":
         settings["spark.jars.packages"] = ",".join(config.jars.packages)
     settings.update(config.conf)

@@ -101,24 +101,27 @@ def citations_stage(io: StageIO) -> dict[str, Any]:
 def mine_stage(io: StageIO) -> dict[str, Any]:
     """``sentences`` -> ``mined_pairs`` (+ ``stats_mining``): marker matching over consecutive pairs."""
     from ratio_spark.lexicon.loader import load_lexicon
-    from ratio_spark.pipeline.mine import mine_pairs, pairs_for_mining
+    from ratio_spark.pipeline.mine import mine_pairs
 
     lexicon = load_lexicon(io.config.mining.lexicon)
     io.log(f"lexicon {lexicon.version} ({len(lexicon.markers)} markers), matching consecutive pairs")
-    sentences = io.read("sentences")
-    mining = mine_pairs(io.spark, sentences, lexicon, io.config.mining)
-    matched = mining.matched.persist(StorageLevel.MEMORY_AND_DISK)  # the rows and the drops reuse it
+    mining = mine_pairs(io.spark, io.read("sentences"), lexicon, io.config.mining)
+    # Persisted: the pairs (the counts per year and the matching read them) and the matched pairs (the
+    # rows and the drops read them), so the sentences are read and paired once, and matched once.
+    scanned = mining.scanned.persist(StorageLevel.MEMORY_AND_DISK)
+    matched = mining.matched.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        with io.phase("matching and writing mined_pairs and the dropped pairs"):
+        with io.phase("forming the pairs and counting them per year"):
+            examined_by_year = {r["year"]: r["count"] for r in mining.examined.collect()}
+        with io.phase("matching, cutting and de-duplicating the pairs that open with a marker"):
             n_matched = matched.count()
+        with io.phase("writing mined_pairs"):
             written = io.write("mined_pairs", mining.mined)
+        with io.phase("writing the dropped pairs"):
             io.write_drops(mining.drops)
-    finally:
+    finally:  # matched first: unpersisting scanned would drop the cached matched pairs that were built from it
         matched.unpersist()
-    examined_by_year = {
-        r["year"]: r["count"]
-        for r in pairs_for_mining(sentences).groupBy(F.year("pub_date").alias("year")).count().collect()
-    }
+        scanned.unpersist()
     # One row per publication year: yields by year need the pairs examined in that year.
     stats = io.spark.createDataFrame(
         [(lexicon.version, year, n) for year, n in sorted(examined_by_year.items(), key=lambda kv: (kv[0] is None, kv[0]))],
@@ -149,56 +152,66 @@ def pools_stage(io: StageIO) -> dict[str, Any]:
     from ratio_spark.pipeline.splits import assign_splits, resolve_splits
     from ratio_spark.pipeline.stats import benchmark_stats
 
-    mined = io.read("mined_pairs")
-    splits = resolve_splits(mined, io.config.splits)
-    if splits is not io.config.splits:
-        io.log("rolling splits: " + ", ".join(f"{n} {r.start}..{r.end}" for n, r in splits.ranges().items()))
-    with io.phase("assigning temporal splits"):
-        assignment = assign_splits(mined, splits)
-        split_summary = assignment.summary()
-    build = build_pools(assignment.pairs)
-    with io.phase("building and writing the queries and the shared candidate pool of each split"):
-        queries = io.write("queries", build.queries)
-        candidates = io.write("candidates", build.candidates)
-    with io.phase("writing what the pools dropped and counting what they kept"):
-        drops = io.write_drops(assignment.drops.unionByName(build.drops))
-        pool_summary = summarise_pools(
-            {(r["split"], r["role"]): r["count"] for r in assignment.labelled.groupBy("split", "role").count().collect()},
-            {(r["split"], r["move"]): r["count"] for r in queries.groupBy("split", "move").count().collect()},
-            {(r["split"], r["source"]): r["count"] for r in candidates.groupBy("split", "source").count().collect()},
-            drops,
-        )
-    with io.phase("leakage checks"):
-        leakage = check_leakage(queries, candidates, splits)
-    pairs_examined = io.read("stats_mining").agg(F.sum("pairs_examined")).first()[0]
-    frames = benchmark_stats(mined, queries, candidates, pairs_examined)
-    with io.phase(f"writing the statistics tables ({', '.join(frames)})"):
-        stats = {name: io.write(name, frame) for name, frame in frames.items()}
-    yields = {
-        r["label"]: {"pairs": r["pairs"], "per_1000_pairs": round(r["pairs_per_1000"], 3)}
-        for r in stats["stats_yield"].collect()
-        if r["role"] == "move"
-    }
-    matches = stats["stats_marker_matches"].filter(F.col("role") == "move").collect()
-    top_markers = {
-        move: {r["marker_entry"]: r["pairs"] for r in sorted((r for r in matches if r["label"] == move), key=lambda r: -r["pairs"])[:5]}
-        for move in MOVES
-    }
-    markers_matched = {
-        f"{r['label']} ({r['marker_source']})": r["markers_matched"]
-        for r in stats["stats_marker_sources"].filter(F.col("role") == "move").collect()
-    }
-    return {
-        **{k: v for k, v in split_summary.items() if k != "pairs_by_split"},
-        "pairs_by_split": split_summary["pairs_by_split"],
-        "splits": pool_summary["splits"],
-        "yield_per_1000_consecutive_pairs": yields,
-        "consecutive_pairs_examined": pairs_examined,
-        "markers_with_matches_by_move_and_source": markers_matched,
-        "top_markers_by_move": top_markers,
-        **leakage,
-        "reconciled": pool_summary["reconciled"],
-    }
+    # Persisted: the splits, their summary, the pools, the counts and the statistics all read the mined pairs.
+    mined = io.read("mined_pairs").persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        splits = resolve_splits(mined, io.config.splits)
+        if splits is not io.config.splits:
+            io.log("rolling splits: " + ", ".join(f"{n} {r.start}..{r.end}" for n, r in splits.ranges().items()))
+        with io.phase("assigning temporal splits"):
+            assignment = assign_splits(mined, splits)
+            split_summary = assignment.summary()
+        build = build_pools(assignment.pairs)
+        try:
+            with io.phase("building and writing the queries and the shared candidate pool of each split"):
+                queries = io.write("queries", build.queries)
+                candidates = io.write("candidates", build.candidates)
+            with io.phase("writing what the pools dropped"):
+                # A union of a dozen small frames: one file per core, not one per partition of each.
+                dropped = assignment.drops.unionByName(build.drops).coalesce(io.spark.sparkContext.defaultParallelism)
+                drops = io.write_drops(dropped)
+        finally:
+            build.unpersist()
+        with io.phase("counting what the pools kept"):
+            pool_summary = summarise_pools(
+                {(r["split"], r["role"]): r["count"] for r in assignment.labelled.groupBy("split", "role").count().collect()},
+                {(r["split"], r["move"]): r["count"] for r in queries.groupBy("split", "move").count().collect()},
+                {(r["split"], r["source"]): r["count"] for r in candidates.groupBy("split", "source").count().collect()},
+                drops,
+            )
+        with io.phase("leakage checks"):
+            leakage = check_leakage(queries, candidates, splits)
+        pairs_examined = io.read("stats_mining").agg(F.sum("pairs_examined")).first()[0]
+        frames = benchmark_stats(mined, queries, candidates, pairs_examined)
+        with io.phase(f"writing the statistics tables ({', '.join(frames)})"):
+            stats = {name: io.write(name, frame) for name, frame in frames.items()}
+        yields = {
+            r["label"]: {"pairs": r["pairs"], "per_1000_pairs": round(r["pairs_per_1000"], 3)}
+            for r in stats["stats_yield"].collect()
+            if r["role"] == "move"
+        }
+        matches = stats["stats_marker_matches"].filter(F.col("role") == "move").collect()
+        top_markers = {
+            move: {r["marker_entry"]: r["pairs"] for r in sorted((r for r in matches if r["label"] == move), key=lambda r: -r["pairs"])[:5]}
+            for move in MOVES
+        }
+        markers_matched = {
+            f"{r['label']} ({r['marker_source']})": r["markers_matched"]
+            for r in stats["stats_marker_sources"].filter(F.col("role") == "move").collect()
+        }
+        return {
+            **{k: v for k, v in split_summary.items() if k != "pairs_by_split"},
+            "pairs_by_split": split_summary["pairs_by_split"],
+            "splits": pool_summary["splits"],
+            "yield_per_1000_consecutive_pairs": yields,
+            "consecutive_pairs_examined": pairs_examined,
+            "markers_with_matches_by_move_and_source": markers_matched,
+            "top_markers_by_move": top_markers,
+            **leakage,
+            "reconciled": pool_summary["reconciled"],
+        }
+    finally:
+        mined.unpersist()
 
 
 def export_stage(io: StageIO) -> dict[str, Any]:
