@@ -18,7 +18,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from ratio_spark.core.errors import UserError
 from ratio_spark.core.schema import DEFAULT_MAX_EXTENSION_WORDS
-from ratio_spark.core.strict import StrictModel
+from ratio_spark.core.strict import RegexPattern, StrictModel
 from ratio_spark.evaluation.settings import EvaluationConfig
 from ratio_spark.humaneval.settings import HumanEvalConfig
 from ratio_spark.inspire.settings import InspireConfig
@@ -144,24 +144,15 @@ class CitationFilter(StrictModel):
 
     enabled: bool = True
     # A parenthesis containing "et al.": "(smith et al., 2019)", "(e.g., smith et al. 2019)".
-    et_al: str | None = r"\([^()]*\bet al\b[^()]*\)"
+    et_al: RegexPattern | None = r"\([^()]*\bet al\b[^()]*\)"
     # An author-year parenthesis: "(smith and jones, 2006)", "(see smith, 2019)", "(smith, 2006a; lee, 2007)".
-    author_year: str | None = r"\([^()]*[a-z],\s*(?:1[89]|20)\d\d[a-z]?\b[^()]*\)"
+    author_year: RegexPattern | None = r"\([^()]*[a-z],\s*(?:1[89]|20)\d\d[a-z]?\b[^()]*\)"
     # Square brackets containing a digit or "et al." ("[12]", "[3, 4]"; normalisation already removes
     # the plainest ones, "[3a]", "[12; 15]", "[smith et al.]" remain).
-    brackets: str | None = r"\[[^\[\]]*(?:\d|\bet al\b)[^\[\]]*\]"
+    brackets: RegexPattern | None = r"\[[^\[\]]*(?:\d|\bet al\b)[^\[\]]*\]"
     # "[]": a citation whose text the PDF extraction lost.
-    empty_brackets: str | None = r"\[\]"
+    empty_brackets: RegexPattern | None = r"\[\]"
 
-    @field_validator("et_al", "author_year", "brackets", "empty_brackets")
-    @classmethod
-    def _compiles(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"{value!r} is not a regular expression: {exc}") from None
-        return value
 
 
 class MiningConfig(StrictModel):

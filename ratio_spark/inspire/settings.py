@@ -11,15 +11,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ratio_spark.core.strict import StrictModel
-
-
-def _regex(value: str) -> str:
-    try:
-        re.compile(value)
-    except re.error as exc:
-        raise ValueError(f"not a valid regular expression: {exc}") from None
-    return value
+from ratio_spark.core.strict import RegexPattern, StrictModel
 
 
 class TargetsConfig(StrictModel):
@@ -30,12 +22,8 @@ class TargetsConfig(StrictModel):
     end: dt.date = dt.date(2018, 12, 31)
     max_targets: int | None = Field(None, ge=1)
     seed: int = 13
-    exclude_title_regex: str = r"(?i)\b(survey|review|overview|tutorial)\b"
+    exclude_title_regex: RegexPattern = r"(?i)\b(survey|review|overview|tutorial)\b"
 
-    @field_validator("exclude_title_regex")
-    @classmethod
-    def _valid_regex(cls, value: str) -> str:
-        return _regex(value)
 
     @model_validator(mode="after")
     def _ordered(self) -> "TargetsConfig":
@@ -74,7 +62,7 @@ class GradingConfig(StrictModel):
 
     grader: Literal["rule", "llm"] = "rule"
     rules: list[TierRule] = Field(default_factory=default_rules)
-    method_heading_regex: str = (
+    method_heading_regex: RegexPattern = (
         r"(?i)\b(method|methods|methodology|approach|model|models|architecture|algorithm|framework|"
         r"proposed|our|system|training|learning|implementation)\b"
     )
@@ -84,10 +72,6 @@ class GradingConfig(StrictModel):
     model: str | None = None  # an endpoint of the llm: section, for grader: llm
     max_tokens: int = Field(200, ge=16)
 
-    @field_validator("method_heading_regex")
-    @classmethod
-    def _valid_regex(cls, value: str) -> str:
-        return _regex(value)
 
     @field_validator("gains")
     @classmethod
@@ -121,7 +105,7 @@ class BriefConfig(StrictModel):
     # A contribution sentence announces the authors' own work: "we (also) propose|present|show|use ...",
     # "this paper describes ...", "in this paper", "our approach|model|...", "the proposed", "novel".
     # "We consider / study / focus on X" states the problem and is kept.
-    contribution_regex: str = (
+    contribution_regex: RegexPattern = (
         r"(?i)\b(?:(?:we|this (?:paper|work|article|study|note))(?:\s+(?:\w+ly|also|then|first|further|here|now))*"
         r"\s+(?:propos|present|introduc|describ|develop|design|build|built|creat|collect|construct|seek|aim|use|"
         r"employ|apply|extend|adapt|leverag|train|formulat|cast|frame|show|demonstrat|find|achiev|obtain|outperform|"
@@ -134,10 +118,6 @@ class BriefConfig(StrictModel):
     min_brief_words: int = Field(12, ge=1)
     flag_title_overlap: float = Field(0.5, ge=0, le=1)
 
-    @field_validator("contribution_regex")
-    @classmethod
-    def _valid_regex(cls, value: str) -> str:
-        return _regex(value)
 
     @model_validator(mode="after")
     def _model_for_llm(self) -> "BriefConfig":
