@@ -16,6 +16,7 @@ COMMAND_GROUPS: dict[str, str] = {
     "lexicon-llm": "ratio_spark.cli.lexicon_llm",
     "silver": "ratio_spark.cli.silver",
     "evaluate": "ratio_spark.cli.evaluate",
+    "train": "ratio_spark.cli.train",
     "models": "ratio_spark.cli.models",
 }
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ratio_spark.llm.settings import LLMSettings
 from ratio_spark.silver.settings import SilverConfig
 from ratio_spark.evaluation.settings import EvaluationConfig
+from ratio_spark.training.settings import TrainingConfig
 
 
 class _Strict(BaseModel):
@@ -182,6 +183,7 @@ class Config(_Strict):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     silver: SilverConfig = Field(default_factory=SilverConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+    training: TrainingConfig = Field(default_factory=TrainingConfig)
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
