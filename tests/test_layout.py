@@ -15,7 +15,8 @@ PYTHON_HALF = ("ratio_spark.core", "ratio_spark.evaluation", "ratio_spark.llm", 
                "ratio_spark.lexicon.loader", "ratio_spark.lexicon.matcher", "ratio_spark.lexicon.curation.llm",
                "ratio_spark.lexicon.curation.formats", "ratio_spark.lexicon.curation.build",
                "ratio_spark.lexicon.curation.patterns", "ratio_spark.cli.evaluate", "ratio_spark.cli.models",
-               "ratio_spark.cli.silver", "ratio_spark.cli.lexicon_llm")
+               "ratio_spark.cli.silver", "ratio_spark.cli.lexicon_llm",
+               "ratio_spark.training", "ratio_spark.cli.train")
 
 
 def all_modules() -> dict[str, Path]:

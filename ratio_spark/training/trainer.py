@@ -158,14 +158,16 @@ def _datasets(pairs: dict[str, TrainingPairs], prompts_by_move: dict[str, tuple[
 
 
 class EvaluateAtEpochEnd:
-    """With ``eval_steps``, also validate (and checkpoint) at the end of every epoch."""
+    """With ``eval_steps``, also validate (and checkpoint) at the end of every epoch, unless that step was
+    just validated."""
 
     def __new__(cls):
         from transformers import TrainerCallback
 
         class _Callback(TrainerCallback):
             def on_epoch_end(self, args, state, control, **kwargs):
-                if args.eval_steps and state.global_step % int(args.eval_steps) != 0:
+                done = any(entry.get("step") == state.global_step and BEST_METRIC in entry for entry in state.log_history)
+                if args.eval_steps and not done:
                     control.should_evaluate = True
                     control.should_save = True
                 return control
@@ -173,11 +175,10 @@ class EvaluateAtEpochEnd:
         return _Callback()
 
 
-def train_configuration(settings: TrainingConfig, hp: HyperParameters, pairs: dict[str, TrainingPairs],
-                        evaluator: ValidationEvaluator, prompts_by_move: dict[str, tuple[str, str]],
-                        folder: Path, log: Callable[[str], None],
-                        aliases: dict[str, str] | None = None) -> tuple[ConfigurationResult, object]:
-    """Train one configuration from the base model; returns its result and the restored best model."""
+def build_trainer(settings: TrainingConfig, hp: HyperParameters, pairs: dict[str, TrainingPairs],
+                  evaluator: ValidationEvaluator, prompts_by_move: dict[str, tuple[str, str]], folder: Path,
+                  aliases: dict[str, str] | None = None):
+    """A ``SentenceTransformerTrainer`` for one configuration, from a fresh copy of the base model."""
     import torch
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.base.sampler import BatchSamplers, MultiDatasetBatchSamplers
@@ -191,7 +192,7 @@ def train_configuration(settings: TrainingConfig, hp: HyperParameters, pairs: di
     model = load_sentence_transformer(settings.model, device, aliases)
     if hp.max_seq_length:
         model.max_seq_length = hp.max_seq_length
-    frozen = freeze_bottom_layers(model, hp.freeze_ratio)
+    freeze_bottom_layers(model, hp.freeze_ratio)
     dataset, prompts = _datasets(pairs, prompts_by_move, settings.mode == "unified")
     gather = world_size() > 1
     if settings.loss == "cached_mnrl":
@@ -236,8 +237,17 @@ def train_configuration(settings: TrainingConfig, hp: HyperParameters, pairs: di
         ddp_backend=backend if world_size() > 1 else None,
         dataloader_num_workers=settings.dataloader_workers,
     )
-    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, loss=loss,
-                                         evaluator=evaluator, callbacks=[EvaluateAtEpochEnd()])
+    return SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset, loss=loss, evaluator=evaluator,
+                                      callbacks=[EvaluateAtEpochEnd()])
+
+
+def train_configuration(settings: TrainingConfig, hp: HyperParameters, pairs: dict[str, TrainingPairs],
+                        evaluator: ValidationEvaluator, prompts_by_move: dict[str, tuple[str, str]],
+                        folder: Path, log: Callable[[str], None],
+                        aliases: dict[str, str] | None = None) -> tuple[ConfigurationResult, object]:
+    """Train one configuration; returns its result and the restored best model."""
+    trainer = build_trainer(settings, hp, pairs, evaluator, prompts_by_move, folder, aliases)
+    n_pairs = sum(len(p) for p in pairs.values())
     validated_before = len(evaluator.history)
     started = time.perf_counter()
     output = trainer.train()
@@ -252,7 +262,7 @@ def train_configuration(settings: TrainingConfig, hp: HyperParameters, pairs: di
     seen = int(round(n_pairs * hp.epochs))
     train_seconds = max(wall - validation_seconds, 1e-9)
     result = ConfigurationResult(
-        id=hp.id, hyperparameters={**hp.model_dump(), "frozen_layers": frozen},
+        id=hp.id, hyperparameters=hp.model_dump(),
         best_mrr10=float(state.best_metric) if state.best_metric is not None else float("nan"),
         best_step=best_step, best_epoch=best_point["epoch"] if best_point else None, curve=curve,
         train_loss=losses_logged, steps=int(output.global_step), train_pairs_seen=seen,
