@@ -307,20 +307,20 @@ def test_unified_model_under_torchrun_with_two_cpu_processes(training_tables, hy
 
 @pytest.mark.slow
 def test_torch_distributor_local_mode_with_two_processes(training_tables, hyperparameter_file, tmp_path, monkeypatch):
-    """PySpark's TorchDistributor (local mode, 2 CPU processes) runs ``ratio-spark train``: here the Address
-    model with cached MNRL and BM25-mined hard negatives."""
+    """PySpark's TorchDistributor (local mode, 2 CPU processes) runs ``ratio-spark train``: here on Specify
+    with cached MNRL and BM25-mined hard negatives."""
     for key, value in _distributed_env().items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
     output = tmp_path / "models"
-    code = main(["train", "--source", str(training_tables), "--moves", "address", "--hyperparameters",
-                 str(hyperparameter_file), "--loss", "cached_mnrl", "--hard-negatives", "--output", str(output),
-                 "--launcher", "torch_distributor", "--num-processes", "2", "--no-progress"])
+    code = main(["train", "--source", str(training_tables), "--moves", "specify", "--hyperparameters",
+                 str(hyperparameter_file), "--max-train-pairs", "64", "--loss", "cached_mnrl", "--hard-negatives",
+                 "--output", str(output), "--launcher", "torch_distributor", "--num-processes", "2", "--no-progress"])
     assert code == 0
-    run = json.loads((output / "all-MiniLM-L6-v2-address-generic" / "training_summary.json").read_text())
+    run = json.loads((output / "all-MiniLM-L6-v2-specify-generic" / "training_summary.json").read_text())
     assert run["world_size"] == 2 and run["settings"]["loss"] == "cached_mnrl"
-    counts = run["counts"]["address"]
+    counts = run["counts"]["specify"]
     assert counts["hard_negatives_per_pair"] == 1
-    assert counts["train_pairs"] + counts["dropped_without_enough_negatives"] == 31
+    assert counts["train_pairs"] + counts["dropped_without_enough_negatives"] == 64
     assert (Path(run["model_dir"]) / "model.safetensors").is_file()
     assert not list(output.glob(".train-launch-*.yaml"))  # the launch configuration is cleaned up

@@ -202,6 +202,11 @@ def build_trainer(settings: TrainingConfig, hp: HyperParameters, pairs: dict[str
         loss = losses.MultipleNegativesRankingLoss(model, scale=hp.scale, gather_across_devices=gather)
     strategy = "steps" if settings.eval_steps else "epoch"
     n_pairs = sum(len(p) for p in pairs.values())
+    if world_size() > 1:  # data-parallel training drops each process's last partial batch
+        short = {m: len(p) for m, p in pairs.items() if 0 < len(p) < hp.batch_size * world_size()}
+        if short:
+            raise ValueError(f"too few training pairs for one batch on {world_size()} processes (batch_size "
+                             f"{hp.batch_size} x {world_size()}): {short}; lower batch_size or use fewer processes")
     steps_per_epoch = max(1, -(-n_pairs // (hp.batch_size * world_size())))
     backend = settings.distributed.backend or ("nccl" if device.startswith("cuda") else "gloo")
     args = SentenceTransformerTrainingArguments(
@@ -210,7 +215,7 @@ def build_trainer(settings: TrainingConfig, hp: HyperParameters, pairs: dict[str
         per_device_train_batch_size=hp.batch_size,
         learning_rate=hp.learning_rate,
         weight_decay=hp.weight_decay,
-        warmup_ratio=hp.warmup_ratio,
+        warmup_steps=hp.warmup_ratio,  # transformers 5: a float below 1 is a share of the steps
         max_grad_norm=hp.max_grad_norm,
         seed=hp.seed,
         data_seed=hp.seed,
