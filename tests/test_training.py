@@ -68,7 +68,8 @@ def trained_run(tmp_path_factory, training_tables, hyperparameter_file):
     output = tmp_path_factory.mktemp("models")
     summary = output / "summary.json"
     code = main(["train", "--source", str(root), "--moves", "specify", "--hyperparameters", str(hyperparameter_file),
-                 "--output", str(output), "--eval-steps", "5", "--no-progress", "--summary-json", str(summary)])
+                 "--output", str(output), "--eval-steps", "5", "--no-progress", "--summary-json", str(summary),
+                 "--set", f"evaluation.cache_dir={tmp_path_factory.mktemp('embeddings')}"])
     return {"code": code, "runs": json.loads(summary.read_text()) if summary.exists() else [], "poisoned": poisoned,
             "output": output, "root": root}
 
@@ -290,7 +291,7 @@ def test_unified_model_under_torchrun_with_two_cpu_processes(training_tables, hy
                "-m", "ratio_spark.cli.main", "train", "--source", str(training_tables), "--mode", "unified",
                "--prefix", "instructions", "--moves", "address,specify", "--hyperparameters", str(hyperparameter_file),
                "--max-train-pairs", "48", "--output", str(tmp_path / "models"), "--no-progress",
-               "--summary-json", str(summary)]
+               "--summary-json", str(summary), "--set", f"evaluation.cache_dir={tmp_path / 'embeddings'}"]
     done = subprocess.run(command, capture_output=True, text=True, env=_distributed_env(), timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     run, = json.loads(summary.read_text())
@@ -315,7 +316,8 @@ def test_torch_distributor_local_mode_with_two_processes(training_tables, hyperp
     output = tmp_path / "models"
     code = main(["train", "--source", str(training_tables), "--moves", "specify", "--hyperparameters",
                  str(hyperparameter_file), "--max-train-pairs", "64", "--loss", "cached_mnrl", "--hard-negatives",
-                 "--output", str(output), "--launcher", "torch_distributor", "--num-processes", "2", "--no-progress"])
+                 "--output", str(output), "--launcher", "torch_distributor", "--num-processes", "2", "--no-progress",
+                 "--set", f"evaluation.cache_dir={tmp_path / 'embeddings'}"])
     assert code == 0
     run = json.loads((output / "all-MiniLM-L6-v2-specify-generic" / "training_summary.json").read_text())
     assert run["world_size"] == 2 and run["settings"]["loss"] == "cached_mnrl"

@@ -105,9 +105,7 @@ def _fit(args, config, settings) -> int:
 
     source = settings.source or config.tables.root
     try:
-        runs = run_training(settings, source, log=lambda line: print(line, flush=True),
-                            instruction_template=config.evaluation.dense.instruction_template,
-                            aliases=config.evaluation.models)
+        runs = run_training(settings, source, log=lambda line: print(line, flush=True), evaluation=config.evaluation)
     except (BenchmarkDataError, ModelError, ValueError) as exc:
         print(f"ratio-spark train: {exc}", file=sys.stderr)
         return 2

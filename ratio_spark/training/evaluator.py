@@ -47,13 +47,18 @@ class ValidationEvaluator(BaseEvaluator):
         self.primary_metric = PRIMARY
         self.history: list[dict] = []
 
-    def retriever(self, model) -> DenseRetriever:
+    def retriever(self, model, cache=None) -> DenseRetriever:
+        options = {"cache": cache} if cache is not None else {}
         return DenseRetriever.from_model(model, self.model_name, self.prefix, batch_size=self.batch_size,
-                                         instruction_template=self.instruction_template, progress=False)
+                                         instruction_template=self.instruction_template, progress=False, **options)
 
-    def score(self, model) -> dict[str, float]:
-        """Unprefixed metrics: ``<move>_mrr@10``, ``<move>_r@k`` and the primary ``mrr@10``."""
-        retriever = self.retriever(model)
+    def score(self, model, cache=None) -> dict[str, float]:
+        """Unprefixed metrics: ``<move>_mrr@10``, ``<move>_r@k`` and the primary ``mrr@10``.
+
+        ``cache`` (an ``EmbeddingCache``) only for a model whose weights are those of ``model_name`` on disk
+        (the untuned model): its key is that folder's weight files.
+        """
+        retriever = self.retriever(model, cache)
         retriever.index(self.split.pool)
         metrics: dict[str, float] = {}
         for move in self.moves:

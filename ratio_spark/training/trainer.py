@@ -30,7 +30,9 @@ from pathlib import Path
 from typing import Callable
 
 from ratio_spark.evaluation.data import BenchmarkSplit, load_split
-from ratio_spark.evaluation.retrieval.dense import DEFAULT_INSTRUCTION_TEMPLATE, DenseRetriever
+from ratio_spark.evaluation.retrieval.cache import EmbeddingCache
+from ratio_spark.evaluation.retrieval.dense import DenseRetriever
+from ratio_spark.evaluation.settings import EvaluationConfig
 from ratio_spark.training.data import TrainingPairs, add_hard_negatives, data_version, training_pairs
 from ratio_spark.training.evaluator import PRIMARY, ValidationEvaluator
 from ratio_spark.training.settings import HyperParameters, TrainingConfig, load_hyperparameters
@@ -287,29 +289,33 @@ def load_data(settings: TrainingConfig, source: str, moves: list[str]) -> tuple[
 
 
 def run_training(settings: TrainingConfig, source: str, log: Callable[[str], None] = print,
-                 instruction_template: str = DEFAULT_INSTRUCTION_TEMPLATE,
-                 aliases: dict[str, str] | None = None) -> list[RunResult]:
-    """Every run the settings ask for: one per move (per_move) or one for all moves (unified)."""
+                 evaluation: EvaluationConfig | None = None) -> list[RunResult]:
+    """Every run the settings ask for: one per move (per_move) or one for all moves (unified).
+
+    ``evaluation`` (the configuration's ``evaluation:`` section) lends its model aliases, instruction template
+    and embedding cache, so that training validates the way ``evaluate`` scores.
+    """
     from ratio_spark.evaluation.models import offline
 
     offline()
+    evaluation = evaluation or EvaluationConfig()
     hyperparameters = load_hyperparameters(settings.hyperparameters, settings.configurations)
     train, validation = load_data(settings, source, settings.moves)
     log(f"train split: {train.summary()['queries_by_move']} queries, pool {len(train.pool)}; validation split: "
         f"{validation.summary()['queries_by_move']} queries, pool {len(validation.pool)}")
     groups = [list(settings.moves)] if settings.mode == "unified" else [[m] for m in settings.moves]
     version = data_version(source)
-    return [train_run(settings, moves, train, validation, hyperparameters, version, log, instruction_template,
-                      aliases) for moves in groups]
+    return [train_run(settings, moves, train, validation, hyperparameters, version, log, evaluation) for moves in groups]
 
 
 def train_run(settings: TrainingConfig, moves: list[str], train: BenchmarkSplit, validation: BenchmarkSplit,
               hyperparameters: list[HyperParameters], version: dict, log: Callable[[str], None],
-              instruction_template: str = DEFAULT_INSTRUCTION_TEMPLATE,
-              aliases: dict[str, str] | None = None) -> RunResult:
+              evaluation: EvaluationConfig) -> RunResult:
     from ratio_spark.evaluation.models import load_sentence_transformer, resolve_model
 
     started = time.perf_counter()
+    aliases = evaluation.models
+    template = evaluation.dense.instruction_template
     name = run_name(settings, moves)
     out = Path(settings.output) / name
     writer = process_rank() == 0
@@ -321,17 +327,19 @@ def train_run(settings: TrainingConfig, moves: list[str], train: BenchmarkSplit,
     if len(empty) == len(moves):
         raise ValueError(f"the train split has no pairs for {moves}: nothing to train on")
     if settings.hard_negatives.enabled:
-        pairs = {m: mine_negatives(settings, p, train, aliases) if len(p) else p for m, p in pairs.items()}
+        pairs = {m: mine_negatives(settings, p, train, evaluation) if len(p) else p for m, p in pairs.items()}
     counts = {m: p.counts for m, p in pairs.items()}
     log("  training pairs: " + ", ".join(f"{m} {len(p)}" for m, p in pairs.items()))
 
     base = load_sentence_transformer(settings.model, settings.device, aliases)
-    retriever = DenseRetriever.from_model(base, base_path, settings.prefix, instruction_template=instruction_template)
+    retriever = DenseRetriever.from_model(base, base_path, settings.prefix, instruction_template=template)
     prompts_by_move = {m: retriever.prefixes(m) for m in moves}
     evaluator = ValidationEvaluator(validation, base_path, settings.prefix, moves=moves,
-                                    batch_size=settings.validation_batch_size,
-                                    instruction_template=instruction_template)
-    baseline = evaluator.score(base) if writer else {}
+                                    batch_size=settings.validation_batch_size, instruction_template=template)
+    # the untuned model's embeddings are cached as evaluate caches them: the runs of several moves encode its
+    # validation pool once
+    cache = EmbeddingCache(evaluation.cache_dir, enabled=evaluation.cache)
+    baseline = evaluator.score(base, cache=cache) if writer else {}
     if baseline:
         log(f"  untuned validation MRR@10: {100 * baseline[PRIMARY]:.2f}")
     prompts = trained_prompts(retriever, moves, settings.prefix)
@@ -367,13 +375,10 @@ def train_run(settings: TrainingConfig, moves: list[str], train: BenchmarkSplit,
 
 
 def mine_negatives(settings: TrainingConfig, pairs: TrainingPairs, train: BenchmarkSplit,
-                   aliases: dict[str, str] | None) -> TrainingPairs:
+                   evaluation: EvaluationConfig) -> TrainingPairs:
     from ratio_spark.evaluation.runner import build_retriever
-    from ratio_spark.evaluation.settings import EvaluationConfig
 
     options = settings.hard_negatives
-    evaluation = EvaluationConfig(retrievers=[options.miner], models=aliases or {}, progress=settings.progress,
-                                  cache=False)
-    retriever = build_retriever(options.miner, evaluation)
+    retriever = build_retriever(options.miner, evaluation.model_copy(update={"progress": settings.progress}))
     return add_hard_negatives(pairs, train, retriever, count=options.count, skip_top=options.skip_top,
                               depth=options.depth)
