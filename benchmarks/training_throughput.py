@@ -116,10 +116,10 @@ def main() -> None:
         "median_encoding_sentences_per_second": statistics.median(r["encoding"]["sentences_per_second"] for r in runs),
         "median_load_average": statistics.median(r["load_average_1min"] for r in runs),
     }
-    text = json.dumps(report, indent=2)
-    print(text)
+    print(f"medians over {args.repeats} runs: training {report['median_training_pairs_per_second']} pairs/s, "
+          f"encoding {report['median_encoding_sentences_per_second']} sentences/s, load {report['median_load_average']}")
     if args.out:
-        Path(args.out).write_text(text + "\n")
+        Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -13,6 +14,24 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
         "(repeatable; spark.conf.<spark key>=value sets a Spark property)",
     )
     parser.add_argument("--summary-json", help="also write the run's summary to this JSON file")
+
+
+def load_settings(args, command: str, section: str, build):
+    """The configuration and one section's settings, ``build(args, config)`` (flags over the file). On a bad
+    file, key or value: a message naming it on stderr, and None."""
+    from pydantic import ValidationError
+
+    from ratio_spark.core.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.conf, args.overrides)
+        return config, build(args, config)
+    except ConfigError as exc:
+        print(f"ratio-spark {command}: {exc}", file=sys.stderr)
+    except ValidationError as exc:
+        lines = [f"  {section}.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
+        print(f"ratio-spark {command}: invalid settings:\n" + "\n".join(lines), file=sys.stderr)
+    return None
 
 
 def _print_value(key: str, value, indent: int) -> None:

@@ -73,20 +73,12 @@ def _settings(args, config):
 
 
 def run(args) -> int:
-    from pydantic import ValidationError
+    from ratio_spark.cli.common import load_settings
 
-    from ratio_spark.core.config import ConfigError, load_config
-
-    try:
-        config = load_config(args.conf, args.overrides)
-        settings = _settings(args, config)
-    except ConfigError as exc:
-        print(f"ratio-spark evaluate: {exc}", file=sys.stderr)
+    loaded = load_settings(args, "evaluate", "evaluation", _settings)
+    if loaded is None:
         return 2
-    except ValidationError as exc:
-        lines = [f"  evaluation.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
-        print("ratio-spark evaluate: invalid settings:\n" + "\n".join(lines), file=sys.stderr)
-        return 2
+    config, settings = loaded
 
     from ratio_spark.evaluation.data import BenchmarkDataError, load_split
     from ratio_spark.evaluation.models import ModelError, offline

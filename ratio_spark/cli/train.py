@@ -77,20 +77,12 @@ def _settings(args, config):
 
 
 def run(args) -> int:
-    from pydantic import ValidationError
+    from ratio_spark.cli.common import load_settings
 
-    from ratio_spark.core.config import ConfigError, load_config
-
-    try:
-        config = load_config(args.conf, args.overrides)
-        settings = _settings(args, config)
-    except ConfigError as exc:
-        print(f"ratio-spark train: {exc}", file=sys.stderr)
+    loaded = load_settings(args, "train", "training", _settings)
+    if loaded is None:
         return 2
-    except ValidationError as exc:
-        lines = [f"  training.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
-        print("ratio-spark train: invalid settings:\n" + "\n".join(lines), file=sys.stderr)
-        return 2
+    config, settings = loaded
     if args.action == "report":
         return _report(args)
     if settings.distributed.launcher == "torch_distributor":
