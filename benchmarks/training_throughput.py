@@ -41,7 +41,7 @@ def step_timer():
     return StepTimer()
 
 
-def measure_training(source: str, model: str, hp, steps: int) -> dict:
+def measure_training(source: str, model: str, hp, steps: int, loss: str, mini_batch: int) -> dict:
     from ratio_spark.evaluation.data import load_split
     from ratio_spark.training.data import training_pairs
     from ratio_spark.training.evaluator import ValidationEvaluator
@@ -51,20 +51,25 @@ def measure_training(source: str, model: str, hp, steps: int) -> dict:
     train = load_split(source, "train", ["specify"])
     pairs = training_pairs(train, "specify", max_pairs=hp.batch_size * (steps + 1), seed=hp.seed)
     validation = load_split(source, "validation", ["specify"], max_queries=5)
-    settings = TrainingConfig(model=model, moves=["specify"], progress=False)
+    settings = TrainingConfig(model=model, moves=["specify"], progress=False, loss=loss,
+                              cached_mini_batch_size=mini_batch)
     evaluator = ValidationEvaluator(validation, model, "generic")
     with tempfile.TemporaryDirectory() as tmp:
         trainer = build_trainer(settings, hp, {"specify": pairs}, evaluator, {"specify": ("query: ", "document: ")},
                                 Path(tmp))
         trainer.args.eval_strategy = trainer.args.save_strategy = "no"  # time the steps, nothing else
         trainer.args.load_best_model_at_end = False
+        trainer.args.max_steps = steps + 1  # the first step warms up and is not timed
         timer = step_timer()
         trainer.add_callback(timer)
         trainer.train()
+    import resource
+
     timed, cpu = timer.seconds[1:], timer.cpu[1:]
-    return {"pairs": len(pairs), "batch_size": hp.batch_size, "max_seq_length": hp.max_seq_length,
+    return {"pairs": len(pairs), "loss": loss, "batch_size": hp.batch_size, "max_seq_length": hp.max_seq_length,
             "timed_steps": len(timed), "pairs_per_second": round(hp.batch_size * len(timed) / sum(timed), 2),
-            "cpu_seconds_per_step": round(sum(cpu) / len(cpu), 2), "wall_seconds_per_step": round(sum(timed) / len(timed), 2)}
+            "cpu_seconds_per_step": round(sum(cpu) / len(cpu), 2), "wall_seconds_per_step": round(sum(timed) / len(timed), 2),
+            "peak_rss_gib_so_far": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)}
 
 
 def measure_encoding(source: str, model: str, texts: int, max_seq_length: int | None) -> dict:
@@ -91,6 +96,8 @@ def main() -> None:
     parser.add_argument("--model", default="minilm")
     parser.add_argument("--hyperparameters", default="conf/training/minilm.yaml")
     parser.add_argument("--configuration", default="1")
+    parser.add_argument("--loss", choices=["mnrl", "cached_mnrl"], default="mnrl")
+    parser.add_argument("--mini-batch", type=int, default=16, help="cached_mnrl: texts per forward pass")
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--texts", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
@@ -106,7 +113,7 @@ def main() -> None:
     for _ in range(args.repeats):
         load = os.getloadavg()[0]
         runs.append({"load_average_1min": round(load, 2),
-                     "training": measure_training(args.source, args.model, hp, args.steps),
+                     "training": measure_training(args.source, args.model, hp, args.steps, args.loss, args.mini_batch),
                      "encoding": measure_encoding(args.source, args.model, args.texts, hp.max_seq_length)})
         print(json.dumps(runs[-1]), flush=True)
     report = {

@@ -248,9 +248,10 @@ def test_evaluate_scores_the_saved_model(trained_run, training_tables, tmp_path)
                                                              for m in ("address", "broaden", "specify")}
 
     # the report: the Tuned row of Specify is the tuned system's value, the Baseline row the untuned one's
-    from ratio_spark.training.reports import write_report
-
-    written = write_report(results, [run["output_dir"]], tmp_path / "report")
+    report = tmp_path / "report"
+    assert main(["train", "report", "--evaluation", str(results), "--runs", run["output_dir"], "--out", str(report),
+                 "--not-run", "all-mpnet-base-v2 (generic prefix) Tuned"]) == 0
+    written = {name: report / name for name in ("training_results.csv", "transfer.csv", "training_results.md")}
     rows = pd.read_csv(written["training_results.csv"])
     value = lambda system, move: 100 * metrics[(metrics["system"] == system) & (metrics["move"] == move)
                                                & (metrics["metric"] == "M@10")]["value"].iloc[0]
@@ -263,7 +264,9 @@ def test_evaluate_scores_the_saved_model(trained_run, training_tables, tmp_path)
     on_address = transfer[(transfer["trained_on"] == "trained on specify") & (transfer["move"] == "address")].iloc[0]
     expected = (value(spec, "address") / value("dense:minilm:generic", "address") - 1) * 100
     assert math.isclose(on_address["change_percent"], expected, abs_tol=0.05)
-    assert "Cross-move transfer" in Path(written["training_results.md"]).read_text()
+    text = Path(written["training_results.md"]).read_text()
+    assert "Cross-move transfer" in text and "| all-mpnet-base-v2 (generic prefix) Tuned | – |" in text
+    assert (report / "curves.png").stat().st_size > 0
 
 
 # ------------------------------------------------------------------------------------------------ scale-out
