@@ -204,11 +204,13 @@ def build_trainer(settings: TrainingConfig, hp: HyperParameters, pairs: dict[str
         loss = losses.MultipleNegativesRankingLoss(model, scale=hp.scale, gather_across_devices=gather)
     strategy = "steps" if settings.eval_steps else "epoch"
     n_pairs = sum(len(p) for p in pairs.values())
-    if world_size() > 1:  # data-parallel training drops each process's last partial batch
-        short = {m: len(p) for m, p in pairs.items() if 0 < len(p) < hp.batch_size * world_size()}
-        if short:
-            raise ValueError(f"too few training pairs for one batch on {world_size()} processes (batch_size "
-                             f"{hp.batch_size} x {world_size()}): {short}; lower batch_size or use fewer processes")
+    if world_size() > 1:  # data-parallel training drops partial batches: a move short of one would go untrained
+        short = {m: len(p) for m, p in pairs.items() if 0 < len(p) < hp.batch_size}
+        batches = sum(len(p) // hp.batch_size for p in pairs.values())
+        if short or batches < world_size():
+            raise ValueError(f"too few training pairs for {world_size()} processes at batch_size {hp.batch_size}: "
+                             f"{ {m: len(p) for m, p in pairs.items()} } make {batches} full batches (each process "
+                             f"needs one, and every move at least one); lower batch_size or use fewer processes")
     steps_per_epoch = max(1, -(-n_pairs // (hp.batch_size * world_size())))
     backend = settings.distributed.backend or ("nccl" if device.startswith("cuda") else "gloo")
     args = SentenceTransformerTrainingArguments(
