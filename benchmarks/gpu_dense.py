@@ -39,14 +39,12 @@ def make_reference(args) -> None:
     """Pool texts of a split (Parquet) and CPU embeddings of the first REFERENCE_TEXTS of them."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from deltalake import DeltaTable
-
+    from ratio_spark.core.delta import read_delta
     from ratio_spark.evaluation.retrieval.dense import GENERIC_PREFIXES, DenseRetriever
 
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    pool = DeltaTable(f"{args.tables}/candidates").to_pyarrow_table(
-        columns=["candidate_id", "text"], filters=[("split", "=", args.split)])
+    pool = read_delta(f"{args.tables}/candidates", ["candidate_id", "text"], [("split", "=", args.split)])
     pool = pool.sort_by("candidate_id")
     pq.write_table(pa.table({"text": pool.column("text")}), workdir / "texts.parquet", compression="zstd")
     retriever = DenseRetriever(args.model, device="cpu", progress=False)

@@ -25,8 +25,9 @@ from pyspark.sql import types as T
 
 from ratio_spark.core.config import MiningConfig, load_config
 from ratio_spark.lexicon.loader import load_lexicon
-from ratio_spark.lexicon.matcher import PairCutter
-from ratio_spark.pipeline.mine import _MATCH_FIELDS, _PAIR_INPUTS, cut_pair, pairs_for_mining, match_markers, prefilter
+from ratio_spark.pipeline.mine import (
+    _MATCH_FIELDS, _PAIR_INPUTS, cut_pair, match_markers, pair_cutter, pairs_for_mining, prefilter,
+)
 from ratio_spark.pipeline.session import build_spark_session
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,17 +49,17 @@ def main() -> None:
     parser.add_argument("--out", default=str(REPO / "benchmarks/results/mining_throughput.json"))
     args = parser.parse_args()
 
-    config = load_config(REPO / "conf/local.yaml", [f"spark.master={args.master}"])
+    config = load_config("local", [f"spark.master={args.master}"])
     spark = build_spark_session(config.spark)
     lexicon = load_lexicon(args.lexicon)
-    cutter = PairCutter(lexicon, **MiningConfig().model_dump(include={"require_comma", "max_extension_words", "min_chars"}))
+    cutter = pair_cutter(lexicon, MiningConfig())
     base = spark.read.format("delta").load(args.sentences)
     results: dict = {"lexicon": lexicon.version, "markers": len(lexicon.markers), "master": args.master,
                      "cpus": os.cpu_count(), "scales": {}}
 
     def matched(pairs):
         """Pre-filter, match and cut in Arrow batches: what ``mine_pairs`` does before de-duplication."""
-        return match_markers(prefilter(pairs, lexicon), cutter, spark).filter(F.col("role").isNotNull())
+        return match_markers(prefilter(pairs, cutter), cutter, spark).filter(F.col("role").isNotNull())
 
     broadcast = spark.sparkContext.broadcast(cutter)
 
@@ -68,7 +69,7 @@ def main() -> None:
 
     def matched_by_row_udf(pairs):
         """The same pre-filter, matching and cutting (``cut_pair``), one row per Python call."""
-        cut = prefilter(pairs, lexicon).withColumn("cut", cut_one(*_PAIR_INPUTS))
+        cut = prefilter(pairs, cutter).withColumn("cut", cut_one(*_PAIR_INPUTS))
         return cut.filter(F.col("cut").isNotNull()).select("*", "cut.*").drop("cut")
 
     for scale in [int(s) for s in args.scales.split(",")]:

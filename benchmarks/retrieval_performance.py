@@ -42,11 +42,13 @@ def peak_rss_mb() -> float:
 
 def real_sentences(tables: str, limit: int | None = None) -> list[str]:
     """Every split's pool sentences and query sentences of a tables root, in a fixed order."""
-    from ratio_spark.evaluation.data import read_delta
+    from ratio_spark.core.delta import read_delta
+    from ratio_spark.core.schema import SPLITS
 
     texts: list[str] = []
-    for split in ("train", "validation", "test"):
-        texts += read_delta(Path(tables) / "candidates", ["candidate_id", "text"], split).sort_by("candidate_id")["text"].to_pylist()
+    for split in SPLITS:
+        pool = read_delta(Path(tables) / "candidates", ["candidate_id", "text"], [("split", "=", split)])
+        texts += pool.sort_by("candidate_id")["text"].to_pylist()
     return texts[:limit] if limit else texts
 
 

@@ -12,7 +12,11 @@ are compared per section and micro-averaged into precision, recall and F1.
 The reference is itself an automatic segmentation with systematic errors (see NEVER_FINAL), so
 each segmenter also gets a "corrected" score against the reference without those boundaries.
 
-    .venv/bin/python benchmarks/segmentation_quality.py             # all 978 papers, every segmenter
+The papers are split by id into a tuning half and a test half (``paper_half``: the parity of the id's
+SHA-256): settings are chosen on the tuning half and reported on the test half.
+
+    .venv/bin/python benchmarks/segmentation_quality.py --half tuning   # 475 papers, every segmenter
+    .venv/bin/python benchmarks/segmentation_quality.py --half test --variants ours spark_nlp_defaults pysbd
     .venv/bin/python benchmarks/segmentation_quality.py --limit 50 --variants ours spark_nlp_defaults
 
 Results go to ``--out`` as JSON and Markdown (default ``results/segmentation_quality.{json,md}``).
@@ -22,6 +26,7 @@ docs/segmentation.md has the figures and the remaining errors.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import html
 import json
 import random
@@ -53,7 +58,8 @@ VARIANTS: dict[str, dict] = {
     "ours": {},
     "no_abbreviation_list": {"abbreviations": []},
     "no_et_al_protection": {"protect_et_al": False},
-    "no_spark_nlp_abbreviations": {"use_abbreviations": False},
+    "with_spark_nlp_abbreviations": {"use_abbreviations": True},
+    "no_keep_semicolons": {"keep_semicolons": False},
     "with_detect_lists": {"detect_lists": True},
     "no_custom_bounds": {"custom_bounds": []},
 }
@@ -132,14 +138,26 @@ def paper_sections(paper_id: str, xml: bytes) -> list[Section]:
     return sections
 
 
-def read_sections(archive: str | Path, limit: int | None = None) -> tuple[list[str], list[Section]]:
-    """Read the papers straight from the tar.gz (no extraction); the first ``limit`` by paper id."""
+HALVES = ("all", "tuning", "test")
+
+
+def paper_half(paper_id: str) -> str:
+    """``tuning`` or ``test``: the parity of the SHA-256 of the paper id, so a paper's half never depends on
+    which other papers are read (475 tuning and 503 test papers of the 978)."""
+    return "test" if int(hashlib.sha256(paper_id.encode("utf-8")).hexdigest(), 16) % 2 else "tuning"
+
+
+def read_sections(archive: str | Path, limit: int | None = None, half: str = "all") -> tuple[list[str], list[Section]]:
+    """Read the papers of one half (``HALVES``) straight from the tar.gz (no extraction); the first
+    ``limit`` of them by paper id."""
+    if half not in HALVES:
+        raise ValueError(f"half {half!r} must be one of {HALVES}")
     papers: dict[str, bytes] = {}
     with tarfile.open(archive, "r:gz") as tar:
         for member in tar:
             if member.isfile() and member.name.endswith(".xml"):
                 papers[Path(member.name).stem] = tar.extractfile(member).read()
-    paper_ids = sorted(papers)[:limit]
+    paper_ids = sorted(p for p in papers if half == "all" or paper_half(p) == half)[:limit]
     sections = [s for paper_id in paper_ids for s in paper_sections(paper_id, papers[paper_id])]
     return paper_ids, sections
 
@@ -299,7 +317,9 @@ def markdown_table(results: dict) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--archive", default=str(DEFAULT_ARCHIVE), help="ScisummNet sentences tar.gz")
-    parser.add_argument("--limit", type=int, default=None, help="only the first N papers (by id)")
+    parser.add_argument("--half", choices=HALVES, default="all",
+                        help="the papers of one half (tuning: choose settings; test: report them)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N papers (by id) of the half")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="results path; .json and .md are written")
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS) + BASELINES, help="default: all")
     args = parser.parse_args(argv)
@@ -307,9 +327,9 @@ def main(argv: list[str] | None = None) -> None:
     from ratio_spark.core.config import load_config
     from ratio_spark.pipeline.session import build_spark_session
 
-    paper_ids, sections = read_sections(args.archive, args.limit)
+    paper_ids, sections = read_sections(args.archive, args.limit, args.half)
     summary = {
-        "archive": Path(args.archive).name, "papers": len(paper_ids), "sections": len(sections),
+        "archive": Path(args.archive).name, "half": args.half, "papers": len(paper_ids), "sections": len(sections),
         "reference_sentences": sum(s.n_sentences for s in sections),
         "reference_boundaries": sum(len(s.boundaries) for s in sections),
         "doubtful_reference_boundaries": sum(len(s.doubtful) for s in sections),
@@ -332,7 +352,8 @@ def main(argv: list[str] | None = None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
     header = (
-        f"# Segmentation quality\n\n{summary['papers']} ScisummNet papers, {summary['sections']} sections, "
+        f"# Segmentation quality\n\n{summary['papers']} ScisummNet papers"
+        f"{'' if args.half == 'all' else f' ({args.half} half)'}, {summary['sections']} sections, "
         f"{summary['reference_sentences']} reference sentences, {summary['reference_boundaries']} boundaries "
         f"({summary['doubtful_reference_boundaries']} of them reference errors, dropped in the corrected score); "
         f"Spark master {spark_config.master}.\n\n"

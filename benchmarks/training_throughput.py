@@ -105,7 +105,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from ratio_spark.evaluation.models import offline
-    from ratio_spark.training.settings import load_hyperparameters
+    from ratio_spark.training.hyperparameters import load_hyperparameters
 
     offline()
     hp, = load_hyperparameters(args.hyperparameters, [args.configuration])

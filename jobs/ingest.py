@@ -1,6 +1,6 @@
 """spark-submit entry point: ingest. Wiring only; the work is in ratio_spark.
 
-    spark-submit --py-files ratio_spark.zip jobs/ingest.py --conf conf/emr.yaml [--set key=value ...]
+    spark-submit --py-files ratio_spark.zip jobs/ingest.py --conf emr [--set key=value ...]
 """
 
 import sys

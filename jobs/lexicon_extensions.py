@@ -1,6 +1,6 @@
 """spark-submit entry point: ratio-spark lexicon extensions. Wiring only; the work is in ratio_spark.lexicon.curation.
 
-    spark-submit --py-files ratio_spark.zip jobs/lexicon_extensions.py --conf conf/emr.yaml --out ... [--set key=value ...]
+    spark-submit --py-files ratio_spark.zip jobs/lexicon_extensions.py --conf emr --out ... [--set key=value ...]
 """
 
 import sys

@@ -1,6 +1,6 @@
 """spark-submit entry point: segment. Wiring only; the work is in ratio_spark.
 
-    spark-submit --py-files ratio_spark.zip jobs/segment.py --conf conf/emr.yaml [--set key=value ...]
+    spark-submit --py-files ratio_spark.zip jobs/segment.py --conf emr [--set key=value ...]
 """
 
 import sys

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Set up everything ratio-spark needs, idempotently: a venv with the pinned packages and the
 # Delta Lake / Spark NLP jars (resolved once with Maven, cached in ~/.cache/ratio-spark/jars).
-# Needs: Python 3.10-3.12, Java 17 and Maven on PATH.
+# Needs: Python 3.10-3.12, Java 17 and Maven on PATH. RATIO_EXTRAS picks the extras: dev,eval (the default,
+# what the tests need, llama.cpp included) or eval (what scripts/demo.sh needs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 VENV=${RATIO_VENV:-.venv}
-EXTRAS=${RATIO_EXTRAS:-dev,eval}
+EXTRAS=${RATIO_EXTRAS:-dev,eval,humaneval}
 
 for tool in java mvn "$PYTHON"; do
   command -v "$tool" >/dev/null || { echo "setup: '$tool' is not on PATH (need Java 17, Maven and Python 3.10-3.12)" >&2; exit 1; }
@@ -49,6 +50,13 @@ if [ "${RATIO_SKIP_LLAMA:-0}" != 1 ] && [[ ",$EXTRAS," == *,dev,* ]] && \
   echo "setup: installing $(basename "$wheel")"
   # Its server extra's dependencies are pinned in pyproject.toml (dev extra).
   "$VENV/bin/pip" install -q --no-deps "$wheel"
+fi
+
+# The browser of the human-evaluation app's tests (Debian's Chromium; only with the dev extra). Without it
+# those tests skip, except under .ci/run (RATIO_REQUIRE_ALL=1), where setup stops here.
+if [[ ",$EXTRAS," == *,dev,* ]] && ! scripts/setup-browser.sh; then
+  if [ "${RATIO_REQUIRE_ALL:-0}" = 1 ]; then exit 1; fi
+  echo "setup: continuing without Chromium; the browser tests will skip" >&2
 fi
 
 # Extra models for `ratio-spark evaluate`, unpacked once into ~/.cache/ratio-spark/models, e.g.

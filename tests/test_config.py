@@ -55,7 +55,7 @@ def test_unknown_key_in_a_file_is_named(tmp_path):
 
 
 def test_resolved_config_prints_as_yaml_that_loads_back(tmp_path):
-    config = load_config(REPO_ROOT / "conf" / "emr.yaml")
+    config = load_config("emr")
     again = tmp_path / "again.yaml"
     again.write_text(config.to_yaml())
     assert load_config(again) == config

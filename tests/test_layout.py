@@ -10,13 +10,14 @@ from pathlib import Path
 import ratio_spark
 
 PACKAGE_ROOT = Path(ratio_spark.__file__).resolve().parent
-# The plain-Python half (docs/architecture.md): it reads Delta tables with deltalake, never with a JVM.
+# The plain-Python half (docs/architecture.md): it reads Delta tables with deltalake, never with a JVM. The
+# command line and the stage contracts belong here too: `ratio-spark --help` must not start a JVM.
 PYTHON_HALF = ("ratio_spark.core", "ratio_spark.evaluation", "ratio_spark.llm", "ratio_spark.silver",
                "ratio_spark.lexicon.loader", "ratio_spark.lexicon.matcher", "ratio_spark.lexicon.curation.llm",
                "ratio_spark.lexicon.curation.formats", "ratio_spark.lexicon.curation.build",
-               "ratio_spark.lexicon.curation.patterns", "ratio_spark.cli.evaluate", "ratio_spark.cli.models",
-               "ratio_spark.cli.silver", "ratio_spark.cli.lexicon_llm",
-               "ratio_spark.training", "ratio_spark.cli.train")
+               "ratio_spark.lexicon.curation.patterns", "ratio_spark.cli", "ratio_spark.pipeline.contracts",
+               "ratio_spark.humaneval",
+               "ratio_spark.inspire", "ratio_spark.training")
 
 
 def all_modules() -> dict[str, Path]:
@@ -87,7 +88,9 @@ def test_the_cycle_check_finds_a_cycle():
 
 def test_the_python_half_imports_without_pyspark():
     modules = sorted(m for m in all_modules() if m.startswith(PYTHON_HALF))
-    assert "ratio_spark.evaluation.runner" in modules and "ratio_spark.llm.client" in modules
+    assert {"ratio_spark.evaluation.runner", "ratio_spark.llm.client", "ratio_spark.cli.main",
+            "ratio_spark.cli.preflight"} <= set(modules)
+    assert "ratio_spark.inspire.service" in modules
     code = (
         "import importlib, importlib.abc, sys\n"
         "class Block(importlib.abc.MetaPathFinder):\n"
@@ -116,3 +119,17 @@ def test_the_pyspark_block_works():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode != 0 and "blocked: pyspark" in done.stderr
+
+
+def test_the_architecture_page_names_every_module():
+    """docs/architecture.md's tree ("  pkg/   mod · mod") lists exactly the package's modules."""
+    text = (PACKAGE_ROOT.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    tree = text.split("```text\nratio_spark/\n", 1)[1].split("```", 1)[0]
+    listed, parents = set(), {}
+    for line in tree.splitlines():
+        depth = (len(line) - len(line.lstrip())) // 2
+        package, _, modules = line.strip().partition("/")
+        path = "ratio_spark." + ".".join([*(parents[d] for d in range(1, depth)), package])
+        parents[depth] = package
+        listed |= {path} | {f"{path}.{m.strip()}" for m in modules.split("·") if m.strip()}
+    assert listed == set(all_modules()) - {"ratio_spark"}

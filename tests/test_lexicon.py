@@ -9,7 +9,7 @@ import pytest
 
 from ratio_spark.lexicon.loader import (
     COLUMNS,
-    DEFAULT_LEXICON_DIR,
+    SHIPPED_DIR,
     DISTRACTOR_CATEGORIES,
     MOVES,
     LexiconError,
@@ -17,7 +17,7 @@ from ratio_spark.lexicon.loader import (
 )
 from ratio_spark.core.text import normalize_text
 
-V1 = DEFAULT_LEXICON_DIR / "v1"
+V1 = SHIPPED_DIR / "v1"
 GOOD_ROWS = [
     ("to address this issue", "move", "address", "manual", "false", "paper §4.1"),
     ("more generally", "move", "broaden", "manual", "false", "paper §4.1"),

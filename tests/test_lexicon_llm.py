@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from ratio_spark.cli.main import main
+from ratio_spark.lexicon.curation.formats import CANDIDATE_COLUMNS, LABEL_COLUMNS, LABELS
 from ratio_spark.lexicon.curation.llm import (
-    CANDIDATE_COLUMNS, GENERATE_PROMPT, LABEL_COLUMNS, LABEL_PROMPT, LABELS, LexiconLLMError, clean_marker,
-    load_moves, load_prompt, merge_candidates, merge_labels, move_values, read_all_candidates, read_tsv, write_tsv,
+    GENERATE_PROMPT, LABEL_PROMPT, LexiconLLMError, clean_marker, load_moves, load_prompt, merge_candidates,
+    merge_labels, move_values, read_all_candidates, read_rows, write_rows,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -66,29 +67,29 @@ def test_clean_marker(raw, expected):
 def test_files_round_trip_and_merge(tmp_path):
     path = tmp_path / "candidates" / "llm.tsv"
     rows = [{"marker": "to sidestep this", "move": "address", "source": "llm", "provenance": '{"model":"a","models":["a"]}'}]
-    write_tsv(path, rows, CANDIDATE_COLUMNS)
+    write_rows(path, rows, CANDIDATE_COLUMNS)
     assert path.read_text().splitlines()[0] == "marker\tmove\tsource\tprovenance"
-    assert read_tsv(path, CANDIDATE_COLUMNS) == rows
+    assert read_rows(path, CANDIDATE_COLUMNS) == rows
     again = [{**rows[0], "provenance": '{"model":"b","models":["b"]}'},
              {"marker": "more broadly", "move": "broaden", "source": "llm", "provenance": "{}"}]
     merged = merge_candidates(rows, again)
     assert len(merged) == 2 and json.loads(merged[0]["provenance"])["models"] == ["a", "b"]
     labels = [{"marker": "m", "move": "address", "label": "false", "labeller": "x+label_marker.v1",
                "reason": '"quoted"\twith tab\nand newline'}]
-    write_tsv(tmp_path / "candidates" / "labels.tsv", labels, LABEL_COLUMNS)
-    [back] = read_tsv(tmp_path / "candidates" / "labels.tsv", LABEL_COLUMNS)
-    assert back["reason"] == "'quoted\" with tab and newline"  # a leading quote would open a quoted field
+    write_rows(tmp_path / "candidates" / "labels.tsv", labels, LABEL_COLUMNS)
+    [back] = read_rows(tmp_path / "candidates" / "labels.tsv", LABEL_COLUMNS)
+    assert back["reason"] == labels[0]["reason"]  # quoted on disk (tab, newline, leading quote), exact on reading
     newer = [{**labels[0], "label": "weak_true"}]
     assert [r["label"] for r in merge_labels(labels, newer)] == ["weak_true"]
     # By default only generated sources are labelled (curated spans are not); never labels.tsv.
-    write_tsv(tmp_path / "candidates" / "spans.tsv", [{"marker": "for example", "move": "specify", "source": "manual",
+    write_rows(tmp_path / "candidates" / "spans.tsv", [{"marker": "for example", "move": "specify", "source": "manual",
                                                         "provenance": "{}"}], CANDIDATE_COLUMNS)
     assert [r["marker"] for r in read_all_candidates(tmp_path / "candidates")] == ["to sidestep this"]
     assert [r["marker"] for r in read_all_candidates(tmp_path / "candidates", ["spans"])] == ["for example"]
     with pytest.raises(LexiconLLMError, match="no candidate file pattern.tsv"):
         read_all_candidates(tmp_path / "candidates", ["pattern"])
     with pytest.raises(LexiconLLMError, match="missing columns"):
-        read_tsv(tmp_path / "candidates" / "labels.tsv", CANDIDATE_COLUMNS)
+        read_rows(tmp_path / "candidates" / "labels.tsv", CANDIDATE_COLUMNS)
 
 
 def test_command_without_endpoints_says_what_to_configure(tmp_path, capsys):
@@ -119,7 +120,7 @@ def test_generate_and_label_end_to_end_against_the_local_server(llm_server, tmp_
 
     assert main([*generate, "--summary-json", str(tmp_path / "gen.json")]) == 0
     folder = root / "vtest" / "candidates"
-    candidates = read_tsv(folder / "llm.tsv", CANDIDATE_COLUMNS)
+    candidates = read_rows(folder / "llm.tsv", CANDIDATE_COLUMNS)
     assert candidates, "the model proposed no usable marker"
     for row in candidates:
         assert row["move"] == "address" and row["source"] == "llm"
@@ -130,10 +131,10 @@ def test_generate_and_label_end_to_end_against_the_local_server(llm_server, tmp_
     assert summary["moves"]["address"]["requests"] == 1 and summary["usage"]["gemma-local"]["http_calls"] >= 1
 
     # Labelling reads every candidate source, e.g. a pattern-expansion file from the lexicon toolkit.
-    write_tsv(folder / "pattern.tsv", [{"marker": "to sidestep this issue", "move": "address", "source": "pattern",
+    write_rows(folder / "pattern.tsv", [{"marker": "to sidestep this issue", "move": "address", "source": "pattern",
                                         "provenance": "{}"}], CANDIDATE_COLUMNS)
     assert main([*label, "--summary-json", str(tmp_path / "label.json")]) == 0
-    labels = read_tsv(folder / "labels.tsv", LABEL_COLUMNS)
+    labels = read_rows(folder / "labels.tsv", LABEL_COLUMNS)
     expected = {(r["marker"], "address") for r in candidates} | {("to sidestep this issue", "address")}
     assert {(r["marker"], r["move"]) for r in labels} == expected
     assert all(r["label"] in LABELS and r["labeller"] == "gemma-local+label_marker.v1" for r in labels)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ratio_spark.cli.main import main
-from ratio_spark.lexicon.loader import DEFAULT_LEXICON_DIR, load_lexicon
+from ratio_spark.lexicon.loader import SHIPPED_DIR, load_lexicon
 from ratio_spark.lexicon.curation.build import LexiconBuildError, build_lexicon
 from ratio_spark.lexicon.curation.formats import (
     Candidate,
@@ -231,8 +231,11 @@ def test_build_reports_every_conflict_unless_a_decision_settles_it(tmp_path):
     base = tmp_path / "base"
     write(base / "markers.tsv", "marker\trole\tlabel\tsource\textendable\tevidence\n"
           "to this end\tdistractor\tother\tmanual\tfalse\tpurpose\nfor example\tmove\tspecify\tmanual\tfalse\tx\n")
-    with pytest.raises(LexiconBuildError) as err:
+    with pytest.raises(LexiconBuildError) as err:  # by default, as mining: 3 words, so the pattern is no conflict
         build_lexicon(tmp_path / "bad", candidates_dir=folder, base=base)
+    assert "2 conflict(s)" in str(err.value) and "covered by extendable prefix" not in str(err.value)
+    with pytest.raises(LexiconBuildError) as err:
+        build_lexicon(tmp_path / "bad", candidates_dir=folder, base=base, max_extension_words=5)
     message = str(err.value)
     assert "3 conflict(s)" in message
     assert "'in particular' is claimed as move:broaden from candidates:llm.tsv; move:specify from candidates:spans.tsv" in message
@@ -243,7 +246,8 @@ def test_build_reports_every_conflict_unless_a_decision_settles_it(tmp_path):
                       "in particular\taccept\tspecify\t15/15 specify\n"
                       "to this end\tdistractor\tother\tpurpose, not a problem\n"
                       "to solve this puzzle for readers now\treject\t\tnonsense\n")
-    result = build_lexicon(tmp_path / "good", candidates_dir=folder, base=base, decisions_files=[decisions])
+    result = build_lexicon(tmp_path / "good", candidates_dir=folder, base=base, decisions_files=[decisions],
+                           max_extension_words=5)
     by_text = load_lexicon(tmp_path / "good").by_text()
     assert by_text["in particular"].label == "specify"
     assert by_text["to this end"].role == "distractor"
@@ -324,19 +328,19 @@ def test_cli_patterns_accept_build(tmp_path, capsys):
 
 
 def test_default_lexicon_dir_has_patterns():
-    assert (DEFAULT_LEXICON_DIR / "patterns" / "templates.tsv").exists()
+    assert (SHIPPED_DIR / "patterns" / "templates.tsv").exists()
 
 
 def test_lexicon_v2_is_v1_plus_vetted_markers():
     """v2 as committed: it loads, keeps every v1 marker, and every marker it adds was read (a decision says so)."""
     v1, v2 = load_lexicon("v1"), load_lexicon("v2")
     assert {(m.text, m.role, m.label) for m in v1.markers} <= {(m.text, m.role, m.label) for m in v2.markers}
-    provenance = read_provenance(DEFAULT_LEXICON_DIR / "v2")
+    provenance = read_provenance(SHIPPED_DIR / "v2")
     added = [m for m in v2.markers if m.text not in v1.by_text()]
     assert len(added) >= 100
     for m in added:
         assert "decision" in provenance[m.text], m.text
         assert m.evidence, m.text
     assert all("decision" in provenance[m.text] for m in v2.markers if m.source == "pattern")
-    build = json.loads((DEFAULT_LEXICON_DIR / "v2" / "build.json").read_text())
+    build = json.loads((SHIPPED_DIR / "v2" / "build.json").read_text())
     assert build["markers"] == len(v2.markers) and build["base"]["version"] == "v1"

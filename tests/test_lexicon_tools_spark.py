@@ -1,6 +1,7 @@
 """The lexicon toolkit's Spark half: span review, extensions, the Table 4 report, and a toolkit-built
-lexicon driving the real mining stage. Hand-built tables for the rules; 40 real papers of the bundled
-sample (``data/sample/acl-emnlp-tei``, ingested and segmented here) for the report, the end-to-end run and the CLI.
+lexicon driving the real mining stage. Hand-built tables for the rules; the shared sample's real papers
+(``data/sample/acl-emnlp-tei``, ingested and segmented once by tests/conftest.py) for the report, the
+end-to-end run and the CLI.
 """
 
 from __future__ import annotations
@@ -33,12 +34,11 @@ from ratio_spark.lexicon.curation.patterns import expand_patterns
 from ratio_spark.lexicon.curation.report import lexicon_report, occurrences
 from ratio_spark.lexicon.curation.span_review import mine_spans, span_counts, write_review
 from ratio_spark.lexicon.matcher import PairCutter
-from ratio_spark.pipeline.stages import run_ingest, run_mine, run_segment
+from ratio_spark.pipeline.stages import run_mine
 from ratio_spark.core.text import normalize_text
 
 from conftest import REPO_ROOT
 
-SAMPLE_TEI = REPO_ROOT / "data" / "sample" / "acl-emnlp-tei"
 SCHEMA = ("sentence_id string, paper_id string, pub_date date, section_idx int, section_heading string, "
           "para_idx int, sent_idx int, char_start int, char_end int, text string, norm_text string, norm_flag string")
 
@@ -63,18 +63,9 @@ def handmade(spark):
 
 
 @pytest.fixture(scope="module")
-def sample_sentences(spark, tmp_path_factory):
-    """40 real papers of the bundled sample (GROBID TEI), ingested and segmented by the real stages."""
-    papers = sorted(p for p in SAMPLE_TEI.glob("D16-*.tei.xml.gz") if not p.name.endswith("000.tei.xml.gz"))[:40]
-    root = tmp_path_factory.mktemp("lexicon-tools")
-    corpus = root / "corpus"
-    corpus.mkdir()
-    for path in papers:
-        shutil.copy(path, corpus / path.name)
-    config = load_config(REPO_ROOT / "conf" / "sample.yaml", [f"tables.root={root / 'tables'}", f"inputs.0.path={corpus}"])
-    run_ingest(spark, config)
-    run_segment(spark, config)
-    tables = root / "tables"
+def sample_sentences(spark, sample_segmented):
+    """The shared sample's ``sentences`` (real GROBID TEI papers, ingested and segmented once: tests/conftest.py)."""
+    tables = sample_segmented.tables_root
     return tables, spark.read.format("delta").load(str(tables / "sentences"))
 
 
@@ -184,7 +175,7 @@ def test_a_toolkit_built_lexicon_drives_mining(spark, sample_sentences, tmp_path
     write_candidates(candidates / "spans.tsv", decisions_to_candidates(read_decisions(tmp_path / "decisions.tsv")))
     prefixes = [Prefix("to address", "address"), Prefix("to alleviate", "address")]
     rows = [r.asDict() for r in collect_extensions(sentences, prefixes).collect()]
-    write_candidates(candidates / "extension.tsv", extension_candidates(rows, prefixes, "sample40"))
+    write_candidates(candidates / "extension.tsv", extension_candidates(rows, prefixes, "sample"))
     write_candidates(candidates / "pattern.tsv", expand_patterns(moves=("broaden", "address"),
                                                                  templates=["broaden-adverb", "address-to-pronoun"]).candidates)
     result = build_lexicon(tmp_path / "v-test", candidates_dir=candidates, decisions_files=[tmp_path / "decisions.tsv"])
@@ -192,16 +183,21 @@ def test_a_toolkit_built_lexicon_drives_mining(spark, sample_sentences, tmp_path
     assert {m.source for m in lexicon.markers} == {"manual", "extension", "pattern"}
     assert result.summary["covered_by_extendable_prefix"] >= 1  # "to address this" is the prefix's
 
-    config = load_config(None, [f"tables.root={root}", f"mining.lexicon={tmp_path / 'v-test'}"])
+    # Mined from the shared sentences into tables of its own (the shared tables are read-only).
+    config = load_config(None, [f"tables.root={root}", f"mining.lexicon={tmp_path / 'v-test'}",
+                                f"tables.overrides.mined_pairs={tmp_path / 'mined_pairs'}",
+                                f"tables.overrides.stats_mining={tmp_path / 'stats_mining'}",
+                                f"tables.overrides.drops={tmp_path / 'drops'}",
+                                f"tables.overrides.stats_drops={tmp_path / 'stats_drops'}"])
     summary = run_mine(spark, config)
     assert summary["lexicon_version"] == "v-test"
-    mined = DeltaTable(str(root / "mined_pairs")).to_pandas()
+    mined = DeltaTable(config.tables.location("mined_pairs")).to_pandas()
     assert set(mined.lexicon_version) == {"v-test"}
     by_move = mined[mined.role == "move"].groupby("move").size().to_dict()
     assert by_move["specify"] > 50 and by_move["address"] >= 3
     assert set(mined[mined.move == "address"].marker_source) <= {"extension", "pattern"}
     report = lexicon_report(tmp_path / "report", lexicon, tmp_path / "v-test", spark, "mined_pairs",
-                            mined_pairs=spark.read.format("delta").load(str(root / "mined_pairs")))
+                            mined_pairs=spark.read.format("delta").load(config.tables.location("mined_pairs")))
     assert report["moves"]["address"]["data"] >= 1
     assert report["moves"]["specify"]["matches"] == by_move["specify"]
 
@@ -238,7 +234,7 @@ def test_lexicon_spans_job_runs_under_spark_submit(sample_sentences, tmp_path):
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]", "--jars", ",".join(map(str, ensure_jars())),
            "--py-files", archive, str(REPO_ROOT / "jobs" / "lexicon_spans.py"),
            "--set", "spark.master=null", "--set", "spark.jars.mode=provided", "--set", f"tables.root={root}",
-           "--top", "5", "--per-span", "2", "--lexicon", str(REPO_ROOT / "lexicons" / "v1"), "--out", str(tmp_path / "job")]
+           "--top", "5", "--per-span", "2", "--lexicon", "v1", "--out", str(tmp_path / "job")]
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]

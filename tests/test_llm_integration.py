@@ -20,7 +20,6 @@ import jsonschema
 import pytest
 
 from llm_standin import BatchStandIn, messages_fingerprint
-from prerequisites import missing
 from ratio_spark.llm import ChatRequest, LLMClient, LLMSettings, ModelEndpoint
 from ratio_spark.llm.requests import build_body
 
@@ -172,13 +171,10 @@ def test_batch_api_path_resumes_an_interrupted_batch_and_never_writes_the_key(ll
         standin.close()
 
 
-def test_server_killed_mid_run_loses_nothing_and_answers_each_request_once(tmp_path):
-    from ratio_spark.llm.local_server import LocalLlamaServer, llama_cpp_available
-
-    if not llama_cpp_available():
-        missing("llama-cpp-python is not installed")
-    server = LocalLlamaServer()  # its own server: this test kills it
-    server.start()
+def test_server_killed_mid_run_loses_nothing_and_answers_each_request_once(llm_server, tmp_path):
+    """The session's server is SIGKILLed mid-run and started again on the same port (as the silver judge's
+    crash test does), so no second model is loaded."""
+    server = llm_server
     standin = BatchStandIn(upstream=server.base_url)
     try:
         endpoint = endpoint_via(standin, server, name="gemma-crash", max_concurrency=2, max_retries=1,
@@ -211,4 +207,5 @@ def test_server_killed_mid_run_loses_nothing_and_answers_each_request_once(tmp_p
         assert client.cache.count() == len(requests)
     finally:
         standin.close()
-        server.stop()
+        if not server.running:
+            server.start()  # the session's server, for the tests after this one

@@ -7,9 +7,10 @@ import datetime as dt
 import pytest
 
 from ratio_spark.core.config import MiningConfig
-from ratio_spark.lexicon.loader import load_lexicon
+from ratio_spark.lexicon.loader import LexiconError, load_lexicon
 from ratio_spark.lexicon.matcher import PairCutter, cut_original, opening_regex
 from ratio_spark.core.text import normalize_text
+from ratio_spark.pipeline.mine import citation_patterns, cut_pair, pair_cutter
 
 MARKERS = [
     ("to address this issue", "move", "address", "manual", "false"),
@@ -21,6 +22,7 @@ MARKERS = [
     ("more generally speaking", "move", "broaden", "manual", "false"),
     ("however", "distractor", "contrast", "manual", "false"),
     ("similarly", "distractor", "similarity", "manual", "false"),
+    ("first", "distractor", "continuation", "manual", "false"),  # also an ordinal, as in lexicon v1
 ]
 
 
@@ -36,16 +38,17 @@ def lexicon(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def cutter(lexicon):
-    return PairCutter(lexicon, require_comma=True, max_extension_words=5, min_chars=35)
+    """The cutter mining builds from the default ``mining:`` configuration."""
+    return pair_cutter(lexicon, MiningConfig())
 
 
 @pytest.mark.parametrize(
     "sentence, marker, entry, rest",
     [
         ("to address this issue, we apply dropout.", "to address this issue", "to address this issue", "we apply dropout."),
-        # An extension of up to five words ending at a comma; a listed marker beats an equal extension.
+        # An extension of up to three words ending at a comma; a listed marker beats an equal extension.
         ("to address this potential bias, we reweight.", "to address this potential bias", "to address", "we reweight."),
-        ("to address the bias of both models, we", "to address the bias of both models", "to address", "we"),
+        ("to address both biases, we", "to address both biases", "to address", "we"),
         # The longest marker wins.
         ("more generally speaking, this holds.", "more generally speaking", "more generally speaking", "this holds."),
         ("for example in, sic", "for example in", "for example in", "sic"),
@@ -61,8 +64,8 @@ def test_markers_that_match(cutter, sentence, marker, entry, rest):
 @pytest.mark.parametrize(
     "sentence",
     [
-        "to address the problem of overfitting in deep neural networks we use dropout.",  # > 5 words, no comma
-        "to address the bias of the two models, we reweight.",  # six words before the comma
+        "to address the problem of overfitting in deep neural networks we use dropout.",  # > 3 words, no comma
+        "to address the bias of both models, we reweight.",  # five words before the comma (the default allows 3)
         "for example we use dropout.",  # no comma after the marker
         "for example in parsing, trees are used.",  # "for example in" is not followed by its comma
         "for examples, we use dropout.",  # not at a word boundary
@@ -73,6 +76,83 @@ def test_markers_that_match(cutter, sentence, marker, entry, rest):
 )
 def test_sentences_that_do_not_match(cutter, sentence):
     assert cutter.match(sentence) is None
+
+
+def test_max_extension_words_is_configurable(lexicon):
+    sentence = "to address the bias of both models, we reweight."
+    assert pair_cutter(lexicon, MiningConfig(max_extension_words=4)).match(sentence) is None
+    found = pair_cutter(lexicon, MiningConfig(max_extension_words=5)).match(sentence)
+    assert (found.text, sentence[found.rest_start:]) == ("to address the bias of both models", "we reweight.")
+
+
+def test_an_extension_never_cuts_inside_a_parenthesis(lexicon, cutter):
+    """Bug (issue 13): an extension word could hold an unmatched "(", so the gold started inside it."""
+    sentence = "to address the sparseness problem (e.g., wordnet lacks relations), they used the web."
+    for words in (3, 5, 8):
+        assert pair_cutter(lexicon, MiningConfig(max_extension_words=words)).match(sentence) is None
+    assert cutter.match("to address this (known) bias, we reweight the classes.") is None
+    assert cutter.match("to address this bias (see above), we reweight the classes.") is None
+
+
+def test_a_gold_never_starts_with_a_comma(cutter):
+    """Bug (issue 13): where normalisation removed a citation ("for example, [12], and ..."), the gold kept
+    the empty comma; the commas after a marker or an ordinal now count as one."""
+    query = "contexts of a phrase help to translate it into the target language."
+    original = "For example, [12], and Marton and Resnik (2008) used contexts."
+    for second in ("for example, , and marton and resnik (2008) used contexts.", normalize_text(original)):
+        row = cut_pair(cutter, query, query, None, second, original, None)
+        assert (row[3], row[8]) == ("for example", "and marton and resnik (2008) used contexts.")
+        assert row[9] == "[12], and Marton and Resnik (2008) used contexts."  # the original keeps its citation
+    assert cutter.strip_ordinal("second, , we train a model on the data.") == "we train a model on the data."
+    assert cutter.match("however , , the parser fails.").rest_start == len("however , , ")
+
+
+def test_a_reference_to_an_example_is_not_a_list_number(cutter):
+    """Bug (issue 13): "(3)," refers to example 3 and stays; "(3) we ..." is a list number and goes."""
+    assert cutter.strip_ordinal("(3), taken from the wsj, shows a long dependency.") == "(3), taken from the wsj, shows a long dependency."
+    assert cutter.strip_ordinal("(3) , taken from the wsj, shows it.") == "(3) , taken from the wsj, shows it."
+    assert cutter.strip_ordinal("(3) we train a model.") == "we train a model."
+    assert cutter.strip_ordinal("(i) (3), taken from the wsj.") == "(3), taken from the wsj."
+    query = "long dependencies are frequent in newspaper text as well."
+    row = cut_pair(cutter, query, query, None, "for example, (3), taken from the wsj, shows a long dependency.",
+                   "For example, (3), taken from the WSJ, shows a long dependency.", None)
+    assert (row[8], row[9]) == ("(3), taken from the wsj, shows a long dependency.",
+                                "(3), taken from the WSJ, shows a long dependency.")
+
+
+def test_the_loader_rejects_a_marker_with_an_internal_comma(tmp_path):
+    """A marker with a comma inside would match only where a second comma follows: the loader names it."""
+    folder = tmp_path / "comma"
+    folder.mkdir()
+    rows = ["marker\trole\tlabel\tsource\textendable\tevidence", "for example\tmove\tspecify\tmanual\tfalse\tx",
+            "in turn, for example\tmove\tspecify\tmanual\tfalse\tx"]
+    (folder / "markers.tsv").write_text("\n".join(rows) + "\n")
+    with pytest.raises(LexiconError) as err:
+        load_lexicon(folder)
+    assert "markers.tsv:3: marker 'in turn, for example' contains a comma" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "sentence, marker, rest",
+    [
+        # Issue 12 item 7: the ordinal numbers the point; the marker after it says what the point does.
+        ("first, to address this issue, we apply dropout.", "to address this issue", "we apply dropout."),
+        ("first , for example , we apply dropout.", "for example", "we apply dropout."),
+        ("secondly, more generally, this holds.", "more generally", "this holds."),  # an ordinal but no entry
+        ("first, however, the model overfits.", "however", "the model overfits."),  # a distractor after it
+        # No marker after the ordinal: the ordinal's own entry, if it has one.
+        ("first, we apply dropout.", "first", "we apply dropout."),
+    ],
+)
+def test_a_marker_after_an_opening_ordinal_wins(cutter, sentence, marker, rest):
+    import re
+
+    found = cutter.match(sentence)
+    assert (found.text, sentence[found.rest_start:]) == (marker, rest)
+    assert re.search(cutter.opening_regex(), sentence)  # the JVM pre-filter keeps it
+    # Only an ordinal followed by a comma is skipped.
+    assert cutter.match("first to address this issue, we apply dropout.") is None
+    assert cutter.match("secondly more generally, this holds.") is None
 
 
 def test_without_require_comma_a_word_boundary_is_enough(lexicon):
@@ -92,15 +172,91 @@ def test_gold_loses_ordinal_and_list_prefixes(cutter):
 
 
 def test_query_loses_one_leading_discourse_marker(cutter):
-    assert cutter.strip_query_marker("however, the model overfits on small data.") == "the model overfits on small data."
-    assert cutter.strip_query_marker("first, we collect the data from the web.") == "we collect the data from the web."
-    assert cutter.strip_query_marker("in particular models overfit.") == "in particular models overfit."
+    assert cutter.strip_query_opening("however, the model overfits on small data.") == "the model overfits on small data."
+    assert cutter.strip_query_opening("first, we collect the data from the web.") == "we collect the data from the web."
+    assert cutter.strip_query_opening("in particular models overfit.") == "in particular models overfit."
+    # A marker longer than the opening-clause limit still goes: to address + three words is five words.
+    assert cutter.strip_query_opening("to address this potential bias, we reweight.") == "we reweight."
+    # Only one opening: the clause after a marker stays.
+    assert cutter.strip_query_opening("however, at times, the model overfits.") == "at times, the model overfits."
+
+
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        # The released benchmark's rule: an opening clause of at most four words and a comma goes.
+        ("at times, the model overfits on small data.", "the model overfits on small data."),
+        ("to test this, we trained a second model.", "we trained a second model."),
+        ("in figure 5d, the curves cross twice.", "the curves cross twice."),
+        ("in the rw dataset, most words are rare.", "most words are rare."),
+        ("in the rw dataset , most words are rare.", "most words are rare."),
+        # Kept: five words, a number with a thousands comma, a bracket, nothing after the comma.
+        ("in the rare words dataset, most words are rare.", "in the rare words dataset, most words are rare."),
+        ("1,000 sentences were annotated twice.", "1,000 sentences were annotated twice."),
+        ("(smith, 2019) showed that x is y.", "(smith, 2019) showed that x is y."),
+        ("as in (3), the verb moves.", "as in (3), the verb moves."),
+        ("at times,", "at times,"),
+    ],
+)
+def test_query_loses_a_short_opening_clause(cutter, query, expected):
+    assert cutter.strip_query_opening(query) == expected
+
+
+def test_the_opening_clause_rule_is_configurable(lexicon):
+    query = "to test this, we trained a second model."
+    assert pair_cutter(lexicon, MiningConfig(query_opening_clause_words=0)).strip_query_opening(query) == query
+    assert pair_cutter(lexicon, MiningConfig(query_opening_clause_words=2)).strip_query_opening(query) == query
+    assert pair_cutter(lexicon, MiningConfig(query_opening_clause_words=3)).strip_query_opening(query) == "we trained a second model."
+
+
+QUERY = "our model is prone to overfitting on the small training sets."
+GOLD = "for example, we apply dropout to every layer of the network."
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("as shown by (smith et al., 2019), x is y.", "citation_et_al"),
+        ("as shown earlier (e.g., smith et al. 2019), x is y.", "citation_et_al"),
+        ("as shown by (smith and jones, 2006), x is y.", "citation_author_year"),
+        ("this holds for parsing (see smith, 2019) and tagging.", "citation_author_year"),
+        ("this holds for parsing (smith, 2006a; lee, 2007) as well.", "citation_author_year"),
+        ("this holds for parsing [3a] and for tagging as well.", "citation_brackets"),
+        ("this holds for parsing [smith et al.] and for tagging.", "citation_brackets"),
+        ("this holds for parsing [] and for tagging as well.", "citation_empty_brackets"),
+        # Not citations: a textual citation's bare year, a dataset's year, a section, an index.
+        ("smith et al. (2019) show that x is y on parsing.", None),
+        ("this holds on the semeval data (semeval 2007) as well.", None),
+        ("this holds for parsing (see section 3) and tagging.", None),
+        ("this holds for the weights w[i] and for the biases.", None),
+    ],
+)
+def test_the_citation_filter_drops_each_family_with_its_own_reason(cutter, text, reason):
+    in_query = cut_pair(cutter, text, text, None, GOLD, GOLD, None)
+    in_gold = cut_pair(cutter, QUERY, QUERY, None, "for example, " + text, "For example, " + text, None)
+    assert (in_query[10], in_gold[10]) == (reason, reason)
+
+
+def test_the_citation_filter_is_configurable(lexicon, cutter):
+    assert list(citation_patterns(MiningConfig())) == [
+        "citation_et_al", "citation_author_year", "citation_brackets", "citation_empty_brackets"]
+    text = "this holds for parsing (see smith et al., 2019) and for tagging [3a]."
+    assert cut_pair(cutter, text, text, None, GOLD, GOLD, None)[10] == "citation_et_al"
+    # A family turned off lets the next one decide; the whole filter turned off keeps the pair.
+    no_et_al = pair_cutter(lexicon, MiningConfig(citation_filter={"et_al": None}))
+    assert cut_pair(no_et_al, text, text, None, GOLD, GOLD, None)[10] == "citation_brackets"
+    off = pair_cutter(lexicon, MiningConfig(citation_filter={"enabled": False}))
+    assert cut_pair(off, text, text, None, GOLD, GOLD, None)[10] is None
+    # A distractor's first sentence is not used, so its citations do not count.
+    assert cut_pair(cutter, text, text, None, "however, " + QUERY, "However, " + QUERY, None)[10] is None
 
 
 def test_original_text_is_cut_word_by_word():
     assert cut_original("To address this issue, we apply Dropout [3].", "to address this issue, ") == "we apply Dropout [3]."
     assert cut_original("(1) For example, we do X.", "for example, ") == "we do X."
     assert cut_original("Something else entirely.", "for example, ") is None
+    assert cut_original("(B) On Friday, Bush called.", "on friday, ") == "Bush called."
+    assert cut_original("At  Times ,  the model fails.", "at times, ") == "the model fails."
 
 
 def _opening_cases(lexicon) -> list[str]:
@@ -110,6 +266,10 @@ def _opening_cases(lexicon) -> list[str]:
         texts += [f"{marker}, we do x.", f"{marker} , we do x.", f"{marker} we do x.", marker, f"{marker}s, we",
                   f"{marker}-based, we", f"{marker}'s, we", f"{marker}é, we", f"({marker}), we", f"x {marker}, we",
                   f"{marker} of the three, we", marker[:-1]]
+    # After an opening ordinal and its comma(s) ("first, to address this, we"), and near misses of that.
+    for ordinal in lexicon.ordinals:
+        texts += [f"{ordinal}, for example, we", f"{ordinal} ,, for example, we", f"{ordinal} for example, we",
+                  f"{ordinal}, x for example, we"]
     return texts
 
 
@@ -119,12 +279,14 @@ def test_opening_regex_keeps_every_sentence_the_cutter_matches():
 
     for version in ("v1", "v2"):
         lexicon = load_lexicon(version)
-        pattern = re.compile(opening_regex(m.text for m in lexicon.markers))
         cutter = PairCutter(lexicon, require_comma=True)
         loose = PairCutter(lexicon, require_comma=False)
+        pattern = re.compile(cutter.opening_regex())
         texts = _opening_cases(lexicon)
         kept = {t for t in texts if pattern.search(t)}
-        assert {t for t in texts if cutter.match(t) or loose.match(t)} <= kept
+        matched = {t for t in texts if cutter.match(t) or loose.match(t)}
+        assert matched <= kept
+        assert {f"{o}, for example, we" for o in lexicon.ordinals} <= matched
         # and it is a filter: near misses that no marker opens are dropped
         assert not any(pattern.search(t) for t in ("tomorrow, we", "x for example, we", "(for example), we"))
         assert len(kept) < len(texts) * 0.75
@@ -135,7 +297,7 @@ def test_opening_regex_means_the_same_in_the_jvm(spark):
     import re
 
     lexicon = load_lexicon("v2")
-    regex = opening_regex(m.text for m in lexicon.markers)
+    regex = opening_regex((m.text for m in lexicon.markers), lexicon.ordinals)
     texts = _opening_cases(lexicon) + ["however’s, we", "in particular’ we", "to-date, we", "to_x", "to 3, we"]
     frame = spark.createDataFrame([(i, t) for i, t in enumerate(texts)], "i int, text string")
     jvm = {row.i for row in frame.where(frame.text.rlike(regex)).select("i").collect()}
@@ -177,8 +339,8 @@ def test_mining_pairs_exactly_the_consecutive_sentences_of_a_paragraph(spark, le
         ]),
     ])
     assert pairs_for_mining(sentences).count() == 2 + 3
-    matched, mined = mine_pairs(spark, sentences, lexicon, MiningConfig(lexicon="unused"))
-    rows = {r.gold_sentence_id: r for r in mined.collect()}
+    mining = mine_pairs(spark, sentences, lexicon, MiningConfig(lexicon="unused"))
+    rows = {r.gold_sentence_id: r for r in mining.mined.collect()}
     assert set(rows) == {"P1:0:0:2", "P2:0:0:1", "P2:0:0:2"}
     address = rows["P1:0:0:2"]
     assert (address.role, address.move, address.marker) == ("move", "address", "to address this issue")
@@ -193,6 +355,35 @@ def test_mining_pairs_exactly_the_consecutive_sentences_of_a_paragraph(spark, le
     distractor = rows["P2:0:0:2"]
     assert (distractor.role, distractor.move, distractor.category) == ("distractor", None, "similarity")
     assert distractor.gold_text == "most dependency treebanks are built from newspaper text as well."
-    drops = {r.gold_sentence_id: r.drop_reason for r in matched.collect() if r.drop_reason}
+    drops = {r.gold_sentence_id: r.drop_reason for r in mining.matched.collect() if r.drop_reason}
     assert drops == {"P2:0:0:3": "short_gold"}
+    assert [(r.reason, r.text) for r in mining.drops.collect()] == [("short_gold", "short.")]
     assert len({r.pair_id for r in rows.values()}) == 3
+
+
+@pytest.mark.spark
+def test_mining_applies_the_rules_in_spark(spark, lexicon):
+    """The JVM pre-filter passes a marker after an ordinal that is no marker itself; the opening clause and
+    the citation filter act in the Arrow batches, each citation family with its own drop reason."""
+    from ratio_spark.pipeline.mine import mine_pairs
+
+    sentences = _sentences(spark, [
+        ("P3", dt.date(2018, 5, 1), [
+            ["At times, the parser fails on long sentences with many clauses.",
+             "Secondly, to address this issue, we split long sentences at their semicolons."],
+            ["Parsers are trained on news text from one newspaper only.",
+             "For example, the treebank of (Marcus et al., 1993) contains WSJ text."],
+            ["Parsers are trained on news text from one newspaper, as in (Marcus and Santorini, 1993).",
+             "For example, the Penn Treebank contains Wall Street Journal text only."],
+        ]),
+    ])
+    mining = mine_pairs(spark, sentences, lexicon, MiningConfig(lexicon="unused"))
+    rows = mining.mined.collect()
+    assert len(rows) == 1
+    address = rows[0]
+    assert (address.move, address.marker, address.gold_sentence_id) == ("address", "to address this issue", "P3:0:0:1")
+    assert address.query_text == address.query_text_original == "the parser fails on long sentences with many clauses."
+    assert address.gold_text == address.gold_text_original == "we split long sentences at their semicolons."
+    drops = {r.gold_sentence_id: r.drop_reason for r in mining.matched.collect() if r.drop_reason}
+    assert drops == {"P3:0:1:1": "citation_et_al", "P3:0:2:1": "citation_author_year"}
+    assert sorted(r.reason for r in mining.drops.collect()) == ["citation_author_year", "citation_et_al"]

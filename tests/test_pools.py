@@ -1,6 +1,6 @@
 """Splits, shared pools, the cross-split rule, leakage checks, stats and the release, on hand-built pairs.
 
-The fixture is a small ``mined_pairs`` table (MINED_PAIRS_SCHEMA) of eight papers from 2014 to 2018
+The fixture is a small ``mined_pairs`` table (``core.schema.TABLES``) of eight papers from 2014 to 2018
 plus one undated paper. Splits: train up to 2016, validation 2017, test 2018. Each row is there to
 exercise one rule; the comment on the row says which.
 """
@@ -17,9 +17,9 @@ import pytest
 from pyspark.sql import functions as F
 
 from ratio_spark.core.config import SplitsConfig
+from ratio_spark.core.schema import TABLES
 from ratio_spark.pipeline.export import export_release
 from ratio_spark.pipeline.leakage import LeakageError, check_leakage, find_leaks
-from ratio_spark.pipeline.mine import MINED_PAIRS_SCHEMA
 from ratio_spark.pipeline.pools import CANDIDATE_COLUMNS, QUERY_COLUMNS, build_pools
 from ratio_spark.pipeline.splits import assign_splits
 from ratio_spark.pipeline.stats import stats_marker_matches, stats_marker_sources, stats_split_sizes, stats_yield
@@ -149,7 +149,7 @@ def _row(r):
 
 
 def mined_pairs_df(spark, rows=ROWS):
-    return spark.createDataFrame([_row(r) for r in rows], MINED_PAIRS_SCHEMA)
+    return spark.createDataFrame([_row(r) for r in rows], TABLES["mined_pairs"].ddl)
 
 
 def cid(split, text):

@@ -7,7 +7,7 @@ import pytest
 from ratio_spark.core.config import ConfigError, load_config
 from ratio_spark.silver.pairs import judge_text
 from ratio_spark.silver.prompts import PromptError, load_prompts, select_prompts
-from ratio_spark.silver.settings import MOVES
+from ratio_spark.core.schema import MOVES
 
 
 def test_packaged_prompts_four_to_six_per_move_and_defaults_exist():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,8 @@ import pandas as pd
 import pytest
 
 from ratio_spark.silver.sampling import equal_allocation, sample_pairs
+
+from conftest import SILVER_FIXTURE, read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -99,10 +102,12 @@ def test_sample_of_real_pairs_read_from_delta(silver_tables):
     from ratio_spark.silver.pairs import load_pairs
 
     pairs = load_pairs(lambda name: str(silver_tables / name), "test")
-    assert len(pairs) == 72 and pairs["query_id"].is_unique and pairs["gold_text_original"].notna().all()
+    expected = Counter(r["move"] for r in read_jsonl(SILVER_FIXTURE / "queries.jsonl") if r["split"] == "test")
+    assert len(pairs) == expected.total() and pairs["query_id"].is_unique and pairs["gold_text_original"].notna().all()
+    assert expected["specify"] > 20  # so that Specify is cut to 20 below
     sample = sample_pairs(pairs, {"specify": 20, "address": "all", "broaden": "all"}, seed=13)
     by_move = sample.pairs.groupby("move").size().to_dict()
-    assert by_move == {"address": 29, "broaden": 3, "specify": 20}
+    assert by_move == {"address": expected["address"], "broaden": expected["broaden"], "specify": 20}
     spec = sample.allocation[sample.allocation.move == "specify"]
     cut = spec[spec.sampled < spec.available]  # strata that were cut: equal shares
     assert len(cut) >= 2 and cut.sampled.max() - cut.sampled.min() <= 1

@@ -24,27 +24,12 @@ configurations:
 """
 
 
-def write_training_tables(root: Path) -> Path:
-    import pyarrow as pa
-    from deltalake import write_deltalake
-
-    for name in ("queries", "candidates"):
-        rows = [json.loads(line) for line in (FIXTURE / f"{name}.jsonl").read_text().splitlines() if line.strip()]
-        write_deltalake(str(root / name), pa.Table.from_pylist(rows), partition_by=["split"], mode="overwrite")
-    return root
-
-
 def poison_test_partition(root: Path) -> int:
     """Overwrite every data file of the test split with bytes that no reader accepts; returns the count."""
     files = [p for name in ("queries", "candidates") for p in (root / name / "split=test").glob("*.parquet")]
     for path in files:
         path.write_bytes(b"not parquet: the test split must not be read by train")
     return len(files)
-
-
-@pytest.fixture(scope="module")
-def training_tables(tmp_path_factory) -> Path:
-    return write_training_tables(tmp_path_factory.mktemp("training-tables"))
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +69,8 @@ def fixture_rows(name: str, split: str) -> list[dict]:
 
 def test_training_settings_are_validated(tmp_path):
     from ratio_spark.core.config import ConfigError, load_config
-    from ratio_spark.training.settings import load_hyperparameters
+    from ratio_spark.training.hyperparameters import load_hyperparameters
+    from ratio_spark.training.settings import TrainingInputError
 
     assert load_config(None, ["training.moves=[address]"]).training.moves == ["address"]
     with pytest.raises(ConfigError, match="training.learning_rate"):
@@ -94,12 +80,31 @@ def test_training_settings_are_validated(tmp_path):
     for path in sorted(Path("conf/training").glob("*.yaml")):  # the shipped files parse
         configurations = load_hyperparameters(path)
         assert configurations and all(c.rationale for c in configurations)
-    with pytest.raises(ValueError, match="no configuration"):
+    with pytest.raises(TrainingInputError, match="no configuration"):
         load_hyperparameters("conf/training/minilm.yaml", ["99"])
     bad = tmp_path / "bad.yaml"
     bad.write_text("configurations:\n  - {id: 1, learning_rate: -1}\n")
-    with pytest.raises(ValueError, match="configurations.0.learning_rate"):
+    with pytest.raises(TrainingInputError, match="configurations.0.learning_rate"):
         load_hyperparameters(bad)
+
+
+def test_user_errors_are_one_line_and_exit_2(training_tables, tmp_path, capsys):
+    """Bad input reaches the user through the CLI's one handler: exit code 2, one line, no trace."""
+    cases = {
+        "no configuration": ["train", "--source", str(training_tables), "--configurations", "99",
+                             "--output", str(tmp_path / "models")],
+        "invalid configuration: training.moves": ["train", "--source", str(training_tables), "--set", "training.moves=[]"],
+        "invalid training settings: training.moves": ["train", "--source", str(training_tables), "--moves", ","],
+        "not a results folder": ["train", "report", "--evaluation", str(tmp_path), "--runs", str(tmp_path)],
+        "MODEL=SPEC": ["train", "report", "--evaluation", str(tmp_path), "--runs", str(tmp_path),
+                       "--baseline", "minilm"],
+    }
+    for expected, argv in cases.items():
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert expected in err and "Traceback" not in err, (argv, err)
+        assert len([line for line in err.splitlines() if line.strip()]) == 1, err
+    assert not (tmp_path / "models").exists()  # nothing trained or written
 
 
 # ------------------------------------------------------------------------------------------------ data
@@ -146,7 +151,8 @@ def test_no_batch_holds_a_text_twice(training_tables, hyperparameter_file, tmp_p
     from ratio_spark.evaluation.data import load_split
     from ratio_spark.training.data import TrainingPairs, training_pairs
     from ratio_spark.training.evaluator import ValidationEvaluator
-    from ratio_spark.training.settings import TrainingConfig, load_hyperparameters
+    from ratio_spark.training.hyperparameters import load_hyperparameters
+    from ratio_spark.training.settings import TrainingConfig
     from ratio_spark.training.trainer import build_trainer
 
     pairs = training_pairs(load_split(training_tables, "train", ["specify"]), "specify")

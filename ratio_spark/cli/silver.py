@@ -9,7 +9,6 @@ markers vs acceptance). See docs/silver.md.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 from pathlib import Path
@@ -71,59 +70,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="write the table as CSV")
 
 
-def _fail(message: str) -> int:
-    print(f"ratio-spark silver: {message}", file=sys.stderr)
-    return 2
-
-
 def _load(args):
     from ratio_spark.core.config import load_config
 
     return load_config(args.conf, args.overrides)
 
 
-@contextlib.contextmanager
 def _client(config, args):
-    """An LLMClient for the llm: section, plus the bundled local server when --local-server is given.
-    Yields (client, endpoint name)."""
-    from ratio_spark.llm import LLMClient, LLMSettings
+    """An LLMClient for the llm: section (plus the bundled local server with --local-server): (client, endpoint)."""
+    from ratio_spark.cli.common import llm_client
 
-    settings = getattr(config, "llm", None) or LLMSettings()
-    model = args.model or config.silver.model
-    if args.local_server:
-        import signal
-
-        from ratio_spark.llm.local_server import LocalLlamaServer
-
-        # SIGTERM (timeout, kill) must unwind through the context manager, or the server outlives us;
-        # as an interrupt, so the user is told how to resume.
-        def _interrupt(*_):
-            raise KeyboardInterrupt
-
-        previous = signal.signal(signal.SIGTERM, _interrupt)
-        print("starting the local gemma server (llama.cpp on 127.0.0.1) ...", flush=True)
-        try:
-            server = LocalLlamaServer(port=args.local_port).start()
-        except BaseException:
-            signal.signal(signal.SIGTERM, previous)
-            raise
-        try:
-            # One request at a time, long timeout: llama.cpp serves one request at a time, and on a busy
-            # CPU a queued request would time out and be re-sent while the server still works on it.
-            endpoint = server.endpoint(name=model).model_copy(update={"max_concurrency": 1, "timeout_s": 600})
-            others = [m for m in settings.models if m.name != endpoint.name]
-            settings = settings.model_copy(update={"models": [*others, endpoint]})
-            yield LLMClient(settings), model
-        finally:
-            server.stop()
-            signal.signal(signal.SIGTERM, previous)
-        return
-    if not any(m.name == model for m in settings.models):
-        raise LookupError(
-            f"no endpoint named {model!r} in the llm: section (have: {[m.name for m in settings.models]}); "
-            "add one, pass --model, or use --local-server"
-        )
-    yield LLMClient(settings), model
+    return llm_client(config.llm, args.model or config.silver.model, args.local_server, args.local_port)
 
 
 def _print_frame(title: str, frame) -> None:
@@ -215,7 +172,7 @@ def _cmd_sheet(config, args) -> int:
 def _cmd_agreement(config, args) -> int:
     import pandas as pd
 
-    from ratio_spark.silver.agreement import agreement_table, calibration_annotator, format_table, load_labels
+    from ratio_spark.silver.agreement import LabelsError, agreement_table, calibration_annotator, format_table, load_labels
     from ratio_spark.silver.judge import judge_pairs
     from ratio_spark.silver.pairs import load_pairs
     from ratio_spark.silver.prompts import load_prompts
@@ -226,14 +183,14 @@ def _cmd_agreement(config, args) -> int:
     pairs = pairs[pairs["query_id"].isin(set(labels["query_id"]))]
     missing = set(labels["query_id"]) - set(pairs["query_id"])
     if missing:
-        return _fail(f"{len(missing)} labelled pairs are not in the queries table (e.g. {sorted(missing)[0]}): "
-                     "were the labels made on these tables?")
+        raise LabelsError(f"{len(missing)} labelled pairs are not in the queries table (e.g. {sorted(missing)[0]}): "
+                          "were the labels made on these tables?")
     if args.moves:
         wanted = {m.strip() for m in args.moves.split(",") if m.strip()}
         pairs = pairs[pairs["move"].isin(wanted)]
         labels = labels[labels["query_id"].isin(set(pairs["query_id"]))]
         if pairs.empty:
-            return _fail(f"no labelled pairs of move(s) {sorted(wanted)}")
+            raise LabelsError(f"no labelled pairs of move(s) {sorted(wanted)}: choose --moves among the labelled ones")
     all_prompts = load_prompts(config.silver.prompt_dir)
     variants = {m: list(all_prompts[m].values()) for m in sorted(pairs["move"].unique())}
     with _client(config, args) as (client, model):
@@ -267,12 +224,13 @@ def _cmd_agreement(config, args) -> int:
 
 def _cmd_anaphora(config, args) -> int:
     from ratio_spark.silver.anaphora import anaphora_table, format_anaphora
+    from ratio_spark.silver.pairs import PairsError
     from ratio_spark.silver.table import read_silver
 
     split = args.split or config.silver.split
     judged = read_silver(config.tables.location("silver"), split)
     if judged.empty:
-        return _fail(f"the silver table has no rows for split {split!r}")
+        raise PairsError(f"the silver table has no rows for split {split!r}: build it first (ratio-spark silver build)")
     table = anaphora_table(judged)
     print(format_anaphora(table))
     if args.out:
@@ -287,24 +245,4 @@ COMMANDS = {"sample": _cmd_sample, "build": _cmd_build, "judge": _cmd_build, "sh
 
 
 def run(args: argparse.Namespace) -> int:
-    from ratio_spark.core.config import ConfigError
-    from ratio_spark.silver.agreement import LabelsError
-    from ratio_spark.silver.pairs import PairsError
-    from ratio_spark.silver.prompts import PromptError
-
-    try:
-        from ratio_spark.llm import LLMError
-    except ImportError:  # the LLM client is not installed: only sample, sheet and anaphora can run
-        LLMError = RuntimeError  # noqa: N806
-
-    try:
-        config = _load(args)
-        return COMMANDS[args.silver_command](config, args)
-    except KeyboardInterrupt:
-        print("\ninterrupted: every answer received so far is cached; run the same command again to resume.",
-              file=sys.stderr)
-        return 130
-    except LLMError as exc:  # includes BatchNotFinished: the batch keeps running at OpenAI
-        return _fail(f"{exc}\n(answers received so far are cached; run the same command again to resume)")
-    except (ConfigError, PairsError, PromptError, LabelsError, LookupError, FileNotFoundError) as exc:
-        return _fail(str(exc))
+    return COMMANDS[args.silver_command](_load(args), args)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 
@@ -54,6 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _settings(args, config):
+    from pydantic import ValidationError
+
+    from ratio_spark.core.config import ConfigError, validation_message
     from ratio_spark.training.settings import TrainingConfig
 
     tree = config.training.model_dump()
@@ -73,34 +75,33 @@ def _settings(args, config):
         tree["distributed"]["num_processes"] = args.num_processes
     if args.no_progress:
         tree["progress"] = False
-    return TrainingConfig.model_validate(tree)
+    try:
+        return TrainingConfig.model_validate(tree)
+    except ValidationError as exc:
+        raise ConfigError(validation_message(exc, "invalid training settings", prefix="training.")) from None
 
 
 def run(args) -> int:
-    from ratio_spark.cli.common import load_settings
+    from ratio_spark.core.config import load_config
 
-    loaded = load_settings(args, "train", "training", _settings)
-    if loaded is None:
-        return 2
-    config, settings = loaded
+    config = load_config(args.conf, args.overrides)
+    settings = _settings(args, config)
     if args.action == "report":
         return _report(args)
+
+    from ratio_spark.cli.preflight import model_checks, require
+
+    require(model_checks([settings.model], config.evaluation.models))
     if settings.distributed.launcher == "torch_distributor":
         return _launch_on_torch_distributor(args, config, settings)
     return _fit(args, config, settings)
 
 
 def _fit(args, config, settings) -> int:
-    from ratio_spark.evaluation.data import BenchmarkDataError
-    from ratio_spark.evaluation.models import ModelError
     from ratio_spark.training.trainer import process_rank, run_training
 
     source = settings.source or config.tables.root
-    try:
-        runs = run_training(settings, source, log=lambda line: print(line, flush=True), evaluation=config.evaluation)
-    except (BenchmarkDataError, ModelError, ValueError) as exc:
-        print(f"ratio-spark train: {exc}", file=sys.stderr)
-        return 2
+    runs = run_training(settings, source, log=lambda line: print(line, flush=True), evaluation=config.evaluation)
     if process_rank() != 0:
         return 0
     summary = {"stage": "train: summary", "source": source, "runs": {}}
@@ -134,23 +135,18 @@ def _launch_on_torch_distributor(args, config, settings) -> int:
 
 
 def _report(args) -> int:
+    from ratio_spark.core.errors import UserError
     from ratio_spark.training.reports import write_report
 
     if not args.evaluation or not args.runs:
-        print("ratio-spark train report: needs --evaluation RESULTS and --runs RUN [RUN ...]", file=sys.stderr)
-        return 2
+        raise UserError("ratio-spark train report needs --evaluation RESULTS and --runs RUN [RUN ...]")
     baselines = {}
     for item in args.baseline:
         model, sep, spec = item.partition("=")
         if not sep:
-            print(f"ratio-spark train report: --baseline {item!r} must look like MODEL=SPEC", file=sys.stderr)
-            return 2
+            raise UserError(f"--baseline {item!r} must look like MODEL=SPEC, e.g. minilm=dense:minilm:generic")
         baselines[model] = spec
-    try:
-        written = write_report(args.evaluation, args.runs, args.out or args.evaluation, baselines, args.not_run)
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"ratio-spark train report: {exc}", file=sys.stderr)
-        return 2
+    written = write_report(args.evaluation, args.runs, args.out or args.evaluation, baselines, args.not_run)
     print("\n== train report ==")
     for name, path in written.items():
         print(f"  {name:<30} {path}")

@@ -8,23 +8,32 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
+from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
+from ratio_spark.core.errors import UserError
+from ratio_spark.core.strict import StrictModel
+from ratio_spark.evaluation.settings import EvaluationConfig
+from ratio_spark.humaneval.settings import HumanEvalConfig
+from ratio_spark.inspire.settings import InspireConfig
 from ratio_spark.llm.settings import LLMSettings
 from ratio_spark.silver.settings import SilverConfig
-from ratio_spark.evaluation.settings import EvaluationConfig
 from ratio_spark.training.settings import TrainingConfig
 
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+
+# Configurations that ship inside the package: platform defaults (local, databricks, emr).
+SHIPPED_CONF_DIR = resources.files("ratio_spark") / "conf"
 
 
-class JarsConfig(_Strict):
+class JarsConfig(StrictModel):
     """How the Delta Lake and Spark NLP jars reach Spark.
 
     ``local``: resolve once with Maven into a cache and pass them as ``spark.jars`` (laptops, CI).
@@ -40,7 +49,7 @@ class JarsConfig(_Strict):
     )
 
 
-class SparkConfig(_Strict):
+class SparkConfig(StrictModel):
     master: str | None = "local[2]"  # None: leave it to spark-submit / the cluster
     app_name: str = "ratio-spark"
     log_level: Literal["ERROR", "WARN", "INFO", "DEBUG"] = "ERROR"
@@ -59,7 +68,7 @@ InputFormat = Literal["tei", "s2orc_2020", "s2orc_current", "jsonl"]
 DateRule = Literal["source", "anthology_id"]
 
 
-class InputConfig(_Strict):
+class InputConfig(StrictModel):
     """One corpus to ingest. ``path`` is a file, a folder (read recursively) or a glob."""
 
     name: str
@@ -82,13 +91,13 @@ class InputConfig(_Strict):
         return value
 
 
-class IngestConfig(_Strict):
+class IngestConfig(StrictModel):
     min_year: int = 1900
     max_year: int = 2100
     min_body_chars: int = 200  # a body shorter than this is rejected as empty_body
 
 
-class SegmentConfig(_Strict):
+class SegmentConfig(StrictModel):
     """Sentence segmentation with Spark NLP's rule-based SentenceDetector (tuned in docs/segmentation.md)."""
 
     # Periods after these are not sentence ends; Spark NLP's own list misses much scientific usage.
@@ -119,16 +128,60 @@ class SegmentConfig(_Strict):
     min_letters_ratio: float = 0.5  # below this share of letters a sentence is flagged malformed
 
 
-class MiningConfig(_Strict):
-    """Marker matching over consecutive sentence pairs (the paper's §4.2 and appendix B.1)."""
+class CitationsConfig(StrictModel):
+    """Resolving bibliography entries to corpus papers (the ``citations`` stage; docs/inspire.md)."""
 
-    lexicon: str = "v1"  # a folder under lexicons/, or a path to a lexicon folder
+    year_tolerance: int = Field(1, ge=0)  # a title match needs |entry year - paper year| <= this
+    min_title_words: int = Field(3, ge=1)  # shorter titles ("Deep learning") never match by title alone
+
+
+class CitationFilter(StrictModel):
+    """Drop a pair whose query or gold contains a citation, as the released benchmark does ("noise removal",
+    appendix B.1): a query must read on its own. The one place of the patterns (docs/mining.md lists them):
+    Python regexes searched in the normalised, cut texts; each family drops with its own reason
+    (``citation_<family>``, ``ratio_spark.pipeline.mine``); null turns one family off."""
+
+    enabled: bool = True
+    # A parenthesis containing "et al.": "(smith et al., 2019)", "(e.g., smith et al. 2019)".
+    et_al: str | None = r"\([^()]*\bet al\b[^()]*\)"
+    # An author-year parenthesis: "(smith and jones, 2006)", "(see smith, 2019)", "(smith, 2006a; lee, 2007)".
+    author_year: str | None = r"\([^()]*[a-z],\s*(?:1[89]|20)\d\d[a-z]?\b[^()]*\)"
+    # Square brackets containing a digit or "et al." ("[12]", "[3, 4]"; normalisation already removes
+    # the plainest ones, "[3a]", "[12; 15]", "[smith et al.]" remain).
+    brackets: str | None = r"\[[^\[\]]*(?:\d|\bet al\b)[^\[\]]*\]"
+    # "[]": a citation whose text the PDF extraction lost.
+    empty_brackets: str | None = r"\[\]"
+
+    @field_validator("et_al", "author_year", "brackets", "empty_brackets")
+    @classmethod
+    def _compiles(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"{value!r} is not a regular expression: {exc}") from None
+        return value
+
+
+class MiningConfig(StrictModel):
+    """Marker matching over consecutive sentence pairs (the paper's §4.2 and appendix B.1; docs/mining.md)."""
+
+    lexicon: str = "v1"  # a shipped version (v1, v2: ratio_spark/lexicons/), or the path of a lexicon folder
     min_chars: int = 35  # query and gold sentences shorter than this are dropped
     require_comma: bool = True  # a marker counts only when a comma follows it ("For example, ...")
-    max_extension_words: int = 5  # extendable connectives: words after the prefix, up to a comma
+    # Extendable connectives: words after the prefix, up to a comma (the released benchmark allows 3).
+    max_extension_words: int = Field(3, ge=0)
+    # The query loses an opening clause of at most this many words followed by a comma ("at times, ...",
+    # "in the rw dataset, ...") when no discourse marker opens it; 0 turns this off.
+    query_opening_clause_words: int = Field(4, ge=0)
+    citation_filter: CitationFilter = Field(default_factory=CitationFilter)
 
 
-class SplitRange(_Strict):
+# The lexicon tools count extensions as mining does unless told otherwise.
+DEFAULT_MAX_EXTENSION_WORDS: int = MiningConfig.model_fields["max_extension_words"].default
+
+
+class SplitRange(StrictModel):
     start: dt.date
     end: dt.date  # inclusive
 
@@ -139,7 +192,7 @@ class SplitRange(_Strict):
         return self
 
 
-class SplitsConfig(_Strict):
+class SplitsConfig(StrictModel):
     """Temporal splits by publication date; the defaults are the paper's."""
 
     train: SplitRange = Field(default_factory=lambda: SplitRange(start="2015-01-01", end="2025-09-30"))
@@ -159,11 +212,11 @@ class SplitsConfig(_Strict):
         return {"train": self.train, "validation": self.validation, "test": self.test}
 
 
-class ReleaseConfig(_Strict):
+class ReleaseConfig(StrictModel):
     root: str = "data/release"  # Parquet/JSONL per split and BEIR folders per move and split
 
 
-class TablesConfig(_Strict):
+class TablesConfig(StrictModel):
     root: str = "data/tables"
     overrides: dict[str, str] = Field(default_factory=dict)  # table name -> location
 
@@ -171,12 +224,13 @@ class TablesConfig(_Strict):
         return self.overrides.get(name) or f"{self.root.rstrip('/')}/{name}"
 
 
-class Config(_Strict):
+class Config(StrictModel):
     spark: SparkConfig = Field(default_factory=SparkConfig)
     tables: TablesConfig = Field(default_factory=TablesConfig)
     inputs: list[InputConfig] = Field(default_factory=list)
     ingest: IngestConfig = Field(default_factory=IngestConfig)
     segment: SegmentConfig = Field(default_factory=SegmentConfig)
+    citations: CitationsConfig = Field(default_factory=CitationsConfig)
     mining: MiningConfig = Field(default_factory=MiningConfig)
     splits: SplitsConfig = Field(default_factory=SplitsConfig)
     release: ReleaseConfig = Field(default_factory=ReleaseConfig)
@@ -184,12 +238,14 @@ class Config(_Strict):
     silver: SilverConfig = Field(default_factory=SilverConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
     training: TrainingConfig = Field(default_factory=TrainingConfig)
+    humaneval: HumanEvalConfig = Field(default_factory=HumanEvalConfig)
+    inspire: InspireConfig = Field(default_factory=InspireConfig)
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A configuration file or override that does not validate; the message names the key."""
 
 
@@ -213,15 +269,26 @@ def _set_dotted(tree: dict, dotted: str, value: Any) -> None:
 
 
 def _apply_override(tree: dict, override: str) -> None:
-    if "=" not in override:
-        raise ConfigError(f"override {override!r} must look like key.path=value")
-    key, raw = override.split("=", 1)
-    value = yaml.safe_load(raw) if raw != "" else None
+    key, eq, raw = override.partition("=")
+    if not eq or not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"--set {override!r} must look like key.path=value (e.g. --set spark.master=local[4])")
     # spark.conf keys contain dots themselves: spark.conf.spark.sql.shuffle.partitions=4
     if key.startswith("spark.conf."):
         tree.setdefault("spark", {}).setdefault("conf", {})[key[len("spark.conf."):]] = raw
         return
-    _set_dotted(tree, key, value)
+    try:
+        value = yaml.safe_load(raw) if raw != "" else None
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: a date-like value that is no date (2020-13-01)
+        problem = _yaml_problem(exc) if isinstance(exc, yaml.YAMLError) else str(exc)
+        raise ConfigError(f"--set {key}={raw}: the value is not valid YAML ({problem}); quote it or fix it") from None
+    try:
+        _set_dotted(tree, key, value)
+    except (ValueError, TypeError, AttributeError):
+        # e.g. inputs.first.path (a list needs an index) or spark.master.x (a value has no keys)
+        raise ConfigError(
+            f"--set {key}: this path does not lead to a setting (a list needs a number, a value has no keys); "
+            "`ratio-spark config` prints every key"
+        ) from None
 
 
 def _merge(base: dict, extra: dict) -> dict:
@@ -234,33 +301,70 @@ def _merge(base: dict, extra: dict) -> dict:
     return out
 
 
-def _read_yaml(path: Path) -> dict:
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark else problem
+
+
+def shipped_confs() -> list[str]:
+    """Names of the configurations shipped inside the package (``--conf local``, ``--conf databricks``...)."""
+    return sorted(p.name.removesuffix(".yaml") for p in SHIPPED_CONF_DIR.iterdir() if p.name.endswith(".yaml"))
+
+
+def _find_conf(name: str, relative_to: Path | None) -> Path | Traversable:
+    """A configuration file: a path (relative to the file that extends it), else a shipped one by name."""
+    local = (relative_to / name) if relative_to is not None else Path(name)
+    if local.is_file():
+        return local.resolve()
+    shipped = SHIPPED_CONF_DIR / (name if name.endswith(".yaml") else f"{name}.yaml")
+    if "/" not in name and shipped.is_file():
+        return shipped
+    raise ConfigError(f"configuration file not found: {local} (and no shipped configuration {name!r}; "
+                      f"shipped: {', '.join(shipped_confs())})")
+
+
+def _read_yaml(source: Path | Traversable) -> dict:
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"configuration file not found: {path}") from None
+        data = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+        raise ConfigError(f"{source} is not valid YAML: {_yaml_problem(exc)}; fix the syntax there") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read configuration {source}: {exc}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping")
-    # A file may extend another one, relative to itself.
+        raise ConfigError(f"{source}: the top level must be a mapping (key: value lines)")
+    # A file may extend another one: relative to itself, or a shipped configuration by name.
     parent = data.pop("extends", None)
     if parent:
-        data = _merge(_read_yaml((path.parent / parent).resolve()), data)
+        data = _merge(_read_yaml(_find_conf(str(parent), source.parent if isinstance(source, Path) else None)), data)
     return data
+
+
+def validation_message(exc: ValidationError, title: str, prefix: str = "") -> str:
+    """Every failing key on one line: ``title: key: problem (got value); key: ...``."""
+    problems = []
+    for err in exc.errors():
+        key = prefix + ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            problems.append(f"{key}: unknown key (`ratio-spark config` prints the valid ones)")
+            continue
+        got = "" if err["type"] == "missing" else f" (got {_short(err['input'])})"
+        problems.append(f"{key}: {err['msg']}{got}")
+    return f"{title}: " + "; ".join(problems)
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def load_config(path: str | os.PathLike | None = None, overrides: list[str] | None = None) -> Config:
     """Load a YAML configuration (optionally ``extends:`` another), apply overrides, validate."""
-    tree = _read_yaml(Path(path)) if path else {}
+    tree = _read_yaml(_find_conf(str(path), None)) if path else {}
     for override in overrides or []:
         _apply_override(tree, override)
     try:
         return Config.model_validate(tree)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            key = ".".join(str(p) for p in err["loc"])
-            lines.append(f"  {key}: {err['msg']}" + (f" (got {err['input']!r})" if err["type"] != "missing" else ""))
         source = f" in {path}" if path else ""
-        raise ConfigError(f"invalid configuration{source}:\n" + "\n".join(lines)) from None
+        raise ConfigError(validation_message(exc, f"invalid configuration{source}")) from None

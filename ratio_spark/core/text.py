@@ -44,6 +44,7 @@ NORMALIZATION_RULES: list[tuple[str, str, str]] = [
 
 _compiled_rules = [(re.compile(p) if kind == "regex" else p, r) for kind, p, r in NORMALIZATION_RULES]
 _dehyphenate = re.compile(DEHYPHENATE_PATTERN)
+_whitespace_run = re.compile(r"\s+")
 
 
 def trie_alternation(words) -> str:
@@ -70,6 +71,11 @@ def trie_alternation(words) -> str:
         return "(?:" + "|".join(branches) + ")" + ("?" if ends_here else "")
 
     return emit(trie)
+
+
+def collapse_whitespace(text: str) -> str:
+    """Runs of whitespace as one space, no leading or trailing space (how the readers keep text)."""
+    return _whitespace_run.sub(" ", text).strip()
 
 
 def dehyphenate(text: str) -> str:

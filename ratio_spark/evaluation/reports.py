@@ -34,7 +34,7 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")
 
 
-def _markdown(frame: pd.DataFrame, bold_max: bool = True, digits: int = 1) -> str:
+def markdown_table(frame: pd.DataFrame, bold_max: bool = True, digits: int = 1) -> str:
     """A Markdown table; numeric columns formatted, the best of each column in bold."""
     columns = [str(c) for c in frame.columns]
     best = {}
@@ -107,9 +107,9 @@ def results_markdown(result: EvaluationResult) -> str:
     ]
     mrr = result.table("M@10").reindex([s for s in _systems_order(result) if s in result.table("M@10").index])
     mrr.index.name = "system"
-    body = [_markdown(mrr), ""]
+    body = [markdown_table(mrr), ""]
     for move in _moves(result):
-        body += [f"## {move.capitalize()} ({counts.get(move, 0):,} queries)", "", _markdown(per_move_table(result, move)), ""]
+        body += [f"## {move.capitalize()} ({counts.get(move, 0):,} queries)", "", markdown_table(per_move_table(result, move)), ""]
     empty = [m for m, n in summary["queries_by_move"].items() if n == 0]
     if empty:
         body += [f"No queries for: {', '.join(empty)} (nothing to score).", ""]
@@ -145,7 +145,7 @@ def oracle_markdown(result: EvaluationResult) -> str:
                 continue
             name = {"full": "full pool", "oracle_a": "pool (a)", "oracle_b": "pool (b)"}[pool]
             lines += [f"## {move.capitalize()}: {name}, {int(part['pool_size'].iloc[0]):,} candidates", "",
-                      _markdown(part.drop(columns=["move", "pool", "pool_size"]).set_index("label").rename_axis("system")), ""]
+                      markdown_table(part.drop(columns=["move", "pool", "pool_size"]).set_index("label").rename_axis("system")), ""]
     return "\n".join(lines)
 
 
@@ -163,11 +163,11 @@ def recall_markdown(result: EvaluationResult, k: int = 100) -> tuple[str, pd.Dat
         f"Share of queries (%) whose gold sentence is in the retriever's top {k} on the full pool. A reranker of "
         f"that top {k} cannot do better: its MRR@10 is at most Recall@{k}.",
         "",
-        _markdown(pivot),
+        markdown_table(pivot),
         "",
         f"## Headroom for a reranker: Recall@{k} - MRR@10 (points)",
         "",
-        _markdown(headroom, bold_max=False),
+        markdown_table(headroom, bold_max=False),
         "",
     ])
     return text, table
@@ -186,7 +186,7 @@ def overlap_markdown(result: EvaluationResult) -> str:
         gold = part[part["system"] == "gold"]["jaccard"]
         if not gold.empty:
             systems.loc["query-gold"] = [float(gold.iloc[0])] * len(systems.columns)
-        lines += [f"## {move.capitalize()}", "", _markdown(systems.rename_axis("system"), bold_max=False, digits=3), ""]
+        lines += [f"## {move.capitalize()}", "", markdown_table(systems.rename_axis("system"), bold_max=False, digits=3), ""]
     return "\n".join(lines)
 
 

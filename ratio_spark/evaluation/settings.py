@@ -8,23 +8,22 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
-MoveName = Literal["address", "broaden", "specify"]
+from ratio_spark.core.schema import MOVES, SPLITS
+from ratio_spark.core.strict import StrictModel
+
+MoveName = Literal[MOVES]
 AnalysisName = Literal["oracle", "overlap", "recall"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class BM25Settings(_Strict):
+class BM25Settings(StrictModel):
     k1: float = 1.5
     b: float = 0.75
     method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
 
 
-class IndexSettings(_Strict):
+class IndexSettings(StrictModel):
     """faiss index: ``flat`` is exact inner product; ``ivf`` / ``hnsw`` are approximate (recall vs exact reported)."""
 
     kind: Literal["flat", "ivf", "hnsw"] = "flat"
@@ -35,7 +34,7 @@ class IndexSettings(_Strict):
     ef_search: int = Field(default=128, ge=8)
 
 
-class DenseSettings(_Strict):
+class DenseSettings(StrictModel):
     prefix: Literal["none", "generic", "recommended", "instructions"] = "generic"  # when a spec names none
     batch_size: int = Field(default=64, ge=1)
     device: str | None = None  # None: cuda when torch sees a GPU, else cpu
@@ -51,11 +50,11 @@ class DenseSettings(_Strict):
         return value
 
 
-class EvaluationConfig(_Strict):
+class EvaluationConfig(StrictModel):
     """What ``ratio-spark evaluate`` scores, on what, and where it writes; command-line flags override."""
 
-    split: Literal["train", "validation", "test"] = "test"
-    moves: list[MoveName] = Field(default_factory=lambda: ["address", "broaden", "specify"])
+    split: Literal[SPLITS] = "test"
+    moves: list[MoveName] = Field(default_factory=lambda: list(MOVES))
     queries: Literal["all", "silver"] = "all"
     # bm25-1 | bm25-2 | bm25-3 | dense:<model>[:<prefix>] | maxsim:<model>   (model: alias, folder or name)
     retrievers: list[str] = Field(default_factory=lambda: ["bm25-1", "bm25-2", "bm25-3", "dense:minilm"])

@@ -5,7 +5,8 @@
 
 from ratio_spark.llm.batch import BatchNotFinished
 from ratio_spark.llm.client import LLMClient
-from ratio_spark.llm.requests import ChatRequest, ChatResult, LLMError
+from ratio_spark.llm.requests import ChatRequest, ChatResult, LLMError, ToolChatRequest, ToolChatResult
 from ratio_spark.llm.settings import LLMSettings, ModelEndpoint
 
-__all__ = ["BatchNotFinished", "ChatRequest", "ChatResult", "LLMClient", "LLMError", "LLMSettings", "ModelEndpoint"]
+__all__ = ["BatchNotFinished", "ChatRequest", "ChatResult", "LLMClient", "LLMError", "LLMSettings", "ModelEndpoint",
+           "ToolChatRequest", "ToolChatResult"]

@@ -39,6 +39,8 @@ STATE_VERSION = 1
 class BatchNotFinished(LLMError):
     """Raised when ``max_wait_s`` passes before the batches finish; they keep running, rerun to collect."""
 
+    exit_code = 1  # not the user's mistake: the work is unfinished, and a rerun collects it
+
     def __init__(self, batch_ids: list[str], state_dir: Path):
         self.batch_ids = batch_ids
         self.state_dir = state_dir

@@ -6,8 +6,9 @@ Every LLM use (lexicon generation and labelling, the silver judge, reranking) go
 
 - the answer must parse as JSON and validate against the request's schema; otherwise the model is
   re-asked with the validation error, at most ``max_invalid_retries`` times;
-- transient failures (connection, timeout, 429, 5xx) are retried with exponential backoff and
-  jitter, at most ``max_retries`` times; the SDK's own retries are off so this is the only policy;
+- transient failures (connection, timeout, 429, 5xx) are retried by ``tenacity`` with exponential backoff
+  and jitter (at least a 429's Retry-After), at most ``max_retries`` times; the SDK's own retries are off,
+  so this is the only policy and every retry is counted;
 - every valid answer is committed to the sqlite cache the moment it arrives, keyed by the full
   request, so a killed run loses only what was in flight and a rerun pays only for what is missing;
 - one bad request becomes ``ChatResult.error``; nothing raises for it, nothing is cached for it;
@@ -35,8 +36,11 @@ from ratio_spark.llm.requests import (
     ChatResult,
     LLMError,
     PreparedRequest,
+    ToolChatRequest,
+    ToolChatResult,
     Validators,
     build_body,
+    build_tool_body,
     cache_key,
     parse_answer,
     reask_message,
@@ -159,34 +163,38 @@ class LLMClient:
         return delay
 
     def call_with_retries(self, endpoint: ModelEndpoint, fn: Callable[[], Any]) -> tuple[Any, str | None, str | None]:
-        """Run ``fn`` (one API call) under the transient-error policy: (result, error, detail)."""
+        """Run ``fn`` (one API call) under the transient-error policy (tenacity): (result, error, detail)."""
         import openai
+        from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
-        error = detail = None
-        for attempt in range(endpoint.max_retries + 1):
-            retry_after = None
+        def attempt() -> Any:
             self._count(endpoint.name, http_calls=1)
-            try:
-                return fn(), None, None
-            except openai.APITimeoutError:
-                error, detail = "timeout", f"no answer within {endpoint.timeout_s}s"
-            except openai.APIConnectionError as exc:
-                error, detail = "connection_error", str(exc)
-            except (openai.RateLimitError, openai.InternalServerError) as exc:
-                error, detail = f"http_{exc.status_code}", _status_detail(exc)
-                retry_after = _retry_after(exc)
-            except openai.APIStatusError as exc:  # 400, 401, 404, ...: retrying will not help
-                return None, f"http_{exc.status_code}", _status_detail(exc)
-            except openai.APIError as exc:  # e.g. a body that is not a chat completion
-                return None, "api_error", str(exc)[:300]
-            if attempt < endpoint.max_retries:
-                self._count(endpoint.name, retries=1)
-                self._sleep(self._backoff(endpoint, attempt, retry_after))
-        return None, error, detail
+            return fn()
+
+        retrying = Retrying(
+            # APITimeoutError is an APIConnectionError; InternalServerError is any 5xx. Other errors are final.
+            retry=retry_if_exception_type((openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)),
+            stop=stop_after_attempt(endpoint.max_retries + 1),
+            wait=lambda state: self._backoff(endpoint, state.attempt_number - 1, _retry_after(state.outcome.exception())),
+            sleep=self._sleep,
+            before_sleep=lambda state: self._count(endpoint.name, retries=1),
+            reraise=True,
+        )
+        try:
+            return retrying(attempt), None, None
+        except openai.APITimeoutError:
+            return None, "timeout", f"no answer within {endpoint.timeout_s}s"
+        except openai.APIConnectionError as exc:
+            return None, "connection_error", str(exc)
+        except openai.APIStatusError as exc:  # 429 and 5xx after the retries; 400, 401, 404 at once
+            return None, f"http_{exc.status_code}", _status_detail(exc)
+        except openai.APIError as exc:  # e.g. a body that is not a chat completion
+            return None, "api_error", str(exc)[:300]
 
     def _send(self, endpoint: ModelEndpoint, body: dict[str, Any]):
         client = self.sdk(endpoint)
-        standard = {"model", "messages", "response_format", "temperature", "max_tokens", "max_completion_tokens"}
+        standard = {"model", "messages", "response_format", "temperature", "max_tokens", "max_completion_tokens",
+                    "tools", "tool_choice"}
         kwargs = {k: v for k, v in body.items() if k in standard}
         extra = {k: v for k, v in body.items() if k not in standard}
         return self.call_with_retries(
@@ -298,6 +306,41 @@ class LLMClient:
         finally:
             bar.close()
         pool.shutdown(wait=True)
+
+    def chat_with_tools(self, request: ToolChatRequest, model: str) -> ToolChatResult:
+        """One tool-using turn, under the same transient-error policy and cache as ``complete_json``.
+
+        The answer (text, tool calls with their raw argument strings, finish reason) is cached as it came,
+        valid or not: whether a tool call is malformed is the caller's business, and a rerun of the same
+        conversation replays the same answer. Errors of the call itself are returned, not cached.
+        """
+        endpoint = self.endpoint(model)
+        body = build_tool_body(endpoint, request)
+        key = cache_key(endpoint, body)
+        self._count(endpoint.name, requests=1)
+        hit = self.cache.get(key)
+        if hit is not None:
+            self._count(endpoint.name, cached=1)
+            return ToolChatResult(request.request_id, endpoint.name, hit.data["content"], hit.data["tool_calls"],
+                                  hit.data["finish_reason"], None, True)
+        response, error, detail = self._send(endpoint, body)
+        if error is None and not response.choices:
+            error, detail = "empty_response", "the server returned no choices"
+        if error:
+            self._count(endpoint.name, failed=1)
+            return ToolChatResult(request.request_id, endpoint.name, None, [], None, error, False, detail=detail)
+        pt = ct = 0
+        if response.usage is not None:
+            pt, ct = response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0
+            self._count(endpoint.name, prompt_tokens=pt, completion_tokens=ct)
+        choice = response.choices[0]
+        calls = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
+                 for c in (choice.message.tool_calls or []) if getattr(c, "function", None) is not None]
+        data = {"content": choice.message.content, "tool_calls": calls, "finish_reason": choice.finish_reason}
+        self.cache.put(key, endpoint=endpoint.name, model=endpoint.model, request_id=request.request_id, data=data,
+                       prompt_tokens=pt, completion_tokens=ct)
+        return ToolChatResult(request.request_id, endpoint.name, data["content"], calls, data["finish_reason"], None,
+                              False, pt, ct)
 
     def run_batch(self, requests: Iterable[ChatRequest], model: str, *, state_dir: str | Path,
                   poll_interval_s: float = 30, max_wait_s: float | None = None,

@@ -24,12 +24,13 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from ratio_spark.core.paths import cache_dir
 from ratio_spark.llm.settings import ModelEndpoint
+from ratio_spark.core.errors import UserError
 
-MODELS_DIR = Path("~/.cache/ratio-spark/models").expanduser()
 
 
-class LocalServerError(RuntimeError):
+class LocalServerError(UserError, RuntimeError):
     """The local server could not be started (missing package, model, or it died on start-up)."""
 
 
@@ -53,10 +54,11 @@ def _gguf_package():
 def gemma_model_path() -> Path:
     """The gemma 3 270M GGUF, written once into ~/.cache/ratio-spark/models from its PyPI package."""
     gguf = _gguf_package()
-    target = MODELS_DIR / gguf.MODEL_NAME
+    models = cache_dir("models")
+    target = models / gguf.MODEL_NAME
     if target.exists() and target.stat().st_size > 0 and (target.with_suffix(".ok")).exists():
         return target  # assembled and checked before; skip re-hashing 250 MB
-    MODELS_DIR.mkdir(parents=True, exist_ok=True)
+    models.mkdir(parents=True, exist_ok=True)
     # Assemble into a temporary name and rename, so a killed process never leaves a half-written model.
     tmp = target.with_suffix(f".{os.getpid()}.part")
     try:

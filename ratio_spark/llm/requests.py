@@ -11,6 +11,7 @@ from typing import Any
 
 from ratio_spark.llm.cache import request_key
 from ratio_spark.llm.settings import ModelEndpoint
+from ratio_spark.core.errors import UserError
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 KEY_VERSION = 1  # bump when the request payload layout changes, so old cache rows are not reused wrongly
@@ -20,7 +21,7 @@ USAGE_FIELDS = (
 )
 
 
-class LLMError(RuntimeError):
+class LLMError(UserError, RuntimeError):
     """A configuration or usage problem (unknown endpoint, missing key, bad schema); not a per-request failure."""
 
 
@@ -42,6 +43,32 @@ class ChatResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     detail: str | None = field(default=None, repr=False)  # human-readable detail of the error, if any
+
+
+@dataclass(frozen=True)
+class ToolChatRequest:
+    """One turn of a tool-using conversation (the Inspire agent): the model answers with text and/or
+    OpenAI-style tool calls, returned as they came, valid or not: the caller decides what is malformed."""
+
+    request_id: str
+    messages: tuple[dict, ...] | list[dict]
+    tools: tuple[dict, ...] | list[dict]  # OpenAI tool definitions ({"type": "function", "function": {...}})
+    tool_choice: str | dict | None = None  # None: not sent (the server's default, "auto")
+    max_tokens: int = 512
+
+
+@dataclass
+class ToolChatResult:
+    request_id: str
+    model: str  # the endpoint's name
+    content: str | None  # the assistant's text, if any
+    tool_calls: list[dict]  # [{"id", "name", "arguments"}]; arguments is the raw string the model wrote
+    finish_reason: str | None
+    error: str | None  # snake_case reason when the call itself failed (http_500, timeout, empty_response, ...)
+    cached: bool
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    detail: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -104,6 +131,23 @@ def build_body(endpoint: ModelEndpoint, request: ChatRequest) -> dict[str, Any]:
         endpoint.max_tokens_param: int(request.max_tokens),
         "response_format": response_format(endpoint.json_mode, request.schema),
     }
+    if endpoint.temperature is not None:
+        body["temperature"] = endpoint.temperature
+    body.update(endpoint.extra_body)
+    return body
+
+
+def build_tool_body(endpoint: ModelEndpoint, request: ToolChatRequest) -> dict[str, Any]:
+    """The chat-completions body of a tool-using turn: no response_format; tools and tool_choice."""
+    messages = [dict(m) for m in request.messages]
+    if not messages:
+        raise LLMError(f"request {request.request_id!r} has no messages")
+    if endpoint.fold_system_prompt:
+        messages = fold_system_messages(messages)
+    body: dict[str, Any] = {"model": endpoint.model, "messages": messages, "tools": [dict(t) for t in request.tools],
+                            endpoint.max_tokens_param: int(request.max_tokens)}
+    if request.tool_choice is not None:
+        body["tool_choice"] = request.tool_choice
     if endpoint.temperature is not None:
         body["temperature"] = endpoint.temperature
     body.update(endpoint.extra_body)

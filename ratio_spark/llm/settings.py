@@ -1,6 +1,6 @@
 """Typed settings for the LLM client: named endpoints and the on-disk cache.
 
-Pure pydantic with ``extra="forbid"`` (a misspelt key fails at start-up) and no import of
+Pure pydantic on ``core.strict.StrictModel`` (a misspelt key fails at start-up) and no import of
 ``ratio_spark.core.config``, so the config module can embed ``LLMSettings`` as its ``llm:`` section.
 An API key is never part of the settings: only the *name* of the environment variable that holds it.
 """
@@ -9,15 +9,18 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from ratio_spark.core import paths
+from ratio_spark.core.strict import StrictModel
 
 JsonMode = Literal["json_schema", "json_object_schema", "json_object"]
 
 
-class ModelEndpoint(BaseModel):
+class ModelEndpoint(StrictModel):
     """One model behind an OpenAI-compatible API (OpenAI, vLLM, a llama.cpp server)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True)
 
     name: str  # our label, e.g. "gemma-local", "gpt-4o-mini"; usage and labels are reported under it
     model: str  # the server's model id
@@ -75,13 +78,11 @@ class ModelEndpoint(BaseModel):
         return value
 
 
-class LLMSettings(BaseModel):
+class LLMSettings(StrictModel):
     """The ``llm:`` section of the configuration: every endpoint the project may call, and the cache."""
 
-    model_config = ConfigDict(extra="forbid")
-
     models: list[ModelEndpoint] = Field(default_factory=list)
-    cache_dir: str = "~/.cache/ratio-spark/llm"
+    cache_dir: str = Field(default_factory=lambda: str(paths.cache_dir("llm")))
 
     @model_validator(mode="after")
     def _unique_names(self) -> "LLMSettings":

@@ -42,8 +42,8 @@ from typing import Any, Iterator
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
-from ratio_spark.lexicon.loader import MOVES
-from ratio_spark.pipeline.splits import SPLITS
+from ratio_spark.core.config import ConfigError
+from ratio_spark.core.schema import MOVES, SPLITS
 
 OWNED_ENTRIES = ("parquet", "jsonl", "beir", "manifest.json")  # what a rerun replaces under the root
 
@@ -55,7 +55,7 @@ def _local_root(root: str | os.PathLike) -> Path:
     elif text.startswith("file:"):
         text = text[len("file:"):]
     elif "://" in text:
-        raise ValueError(
+        raise ConfigError(
             f"release.root {text!r} must be a filesystem path shared by driver and executors "
             "(JSONL/BEIR files are written on the driver); write locally or to a mount and sync it"
         )

@@ -27,8 +27,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ratio_spark.core.config import SplitsConfig
+from ratio_spark.core.errors import RunFailure
+from ratio_spark.core.schema import SPLITS
 from ratio_spark.pipeline.pools import text_key
-from ratio_spark.pipeline.splits import SPLITS
 
 MAX_EXAMPLES = 5
 CHECKS = (
@@ -51,7 +52,7 @@ class LeakageFailure:
         return "\n".join(lines)
 
 
-class LeakageError(RuntimeError):
+class LeakageError(RunFailure, RuntimeError):
     """The built splits leak or cannot be scored; ``failures`` lists each failed check."""
 
     def __init__(self, failures: list[LeakageFailure]):

@@ -8,6 +8,7 @@ built once on the driver and broadcast.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -15,47 +16,18 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ratio_spark.pipeline.pairs import consecutive_pairs
+from ratio_spark.core.schema import TABLES, Reason
 from ratio_spark.lexicon.loader import Lexicon
-from ratio_spark.lexicon.matcher import PairCutter, cut_original, opening_regex
+from ratio_spark.lexicon.matcher import PairCutter, cut_original
+from ratio_spark.pipeline.pairs import consecutive_pairs
+from ratio_spark.pipeline.tables import drop_rows
 
 if TYPE_CHECKING:  # the Python workers import this module for the Arrow batches: keep pydantic out of it
     from ratio_spark.core.config import MiningConfig
 
-# The ``mined_pairs`` table: one row per consecutive pair whose second sentence opens with a marker.
-# role = move: a query-gold pair of ``move``; role = distractor: the second sentence, its marker
-# removed, is a distractor of ``category`` (its query_* columns describe the first sentence, unused).
-MINED_PAIRS_SCHEMA = T.StructType(
-    [
-        T.StructField("pair_id", T.StringType(), False),  # stable: hash of the two sentence ids
-        T.StructField("paper_id", T.StringType(), False),
-        T.StructField("pub_date", T.DateType(), True),
-        T.StructField("role", T.StringType(), False),  # move | distractor
-        T.StructField("move", T.StringType(), True),  # address | broaden | specify (role = move)
-        T.StructField("category", T.StringType(), True),  # contrast | similarity | ... (role = distractor)
-        T.StructField("marker", T.StringType(), False),  # the matched text, extension included, normalised
-        T.StructField("marker_entry", T.StringType(), False),  # the lexicon entry (the prefix of an extension)
-        T.StructField("marker_source", T.StringType(), False),  # manual | extension | llm | pattern
-        T.StructField("lexicon_version", T.StringType(), False),
-        T.StructField("query_sentence_id", T.StringType(), False),
-        T.StructField("gold_sentence_id", T.StringType(), False),
-        T.StructField("context_text", T.StringType(), True),  # the sentence before the query, normalised
-        T.StructField("query_text", T.StringType(), False),  # normalised, leading discourse marker removed
-        T.StructField("query_text_original", T.StringType(), False),
-        T.StructField("gold_text", T.StringType(), False),  # normalised, marker and ordinal prefix removed
-        T.StructField("gold_text_original", T.StringType(), True),
-    ]
-)
-
-
 # ---------------------------------------------------------------------------------------------
 # Pairs and matching
 # ---------------------------------------------------------------------------------------------
-
-# Why a matched pair does not become a row of mined_pairs (the counts reconcile in the summary).
-DROP_MALFORMED = "malformed_sentence"
-DROP_SHORT_QUERY = "short_query"
-DROP_SHORT_GOLD = "short_gold"
 
 _MATCH_FIELDS = [
     T.StructField("role", T.StringType()),
@@ -88,10 +60,34 @@ def pairs_for_mining(sentences: DataFrame) -> DataFrame:
     )
 
 
-def prefilter(pairs: DataFrame, lexicon: Lexicon) -> DataFrame:
-    """Keep pairs whose second sentence opens with some marker at a word boundary (a JVM regex over a
-    trie of the markers), so only likely matches cross into Python; ``PairCutter`` applies the full rules."""
-    return pairs.filter(F.col("second_norm").rlike(opening_regex(m.text for m in lexicon.markers)))
+def citation_patterns(config: MiningConfig) -> dict[str, str]:
+    """The citation filter's pattern families that are on, keyed by their drop reason, in order."""
+    families = config.citation_filter
+    if not families.enabled:
+        return {}
+    by_reason = {
+        Reason.CITATION_ET_AL: families.et_al,
+        Reason.CITATION_AUTHOR_YEAR: families.author_year,
+        Reason.CITATION_BRACKETS: families.brackets,
+        Reason.CITATION_EMPTY_BRACKETS: families.empty_brackets,
+    }
+    return {reason: pattern for reason, pattern in by_reason.items() if pattern}
+
+
+def pair_cutter(lexicon: Lexicon, config: MiningConfig) -> PairCutter:
+    """The ``PairCutter`` of the ``mining:`` configuration (built on the driver, then broadcast)."""
+    return PairCutter(
+        lexicon, require_comma=config.require_comma, max_extension_words=config.max_extension_words,
+        min_chars=config.min_chars, query_clause_words=config.query_opening_clause_words,
+        citation_patterns=citation_patterns(config),
+    )
+
+
+def prefilter(pairs: DataFrame, cutter: PairCutter) -> DataFrame:
+    """Keep pairs whose second sentence opens with some marker at a word boundary, perhaps after an ordinal
+    (a JVM regex over a trie of the markers), so only likely matches cross into Python; ``PairCutter``
+    applies the full rules."""
+    return pairs.filter(F.col("second_norm").rlike(cutter.opening_regex()))
 
 
 _PAIR_INPUTS = ("query_norm", "query_original", "query_flag", "second_norm", "second_original", "second_flag")
@@ -108,15 +104,17 @@ def cut_pair(cutter: PairCutter, query_norm: str | None, query_original: str | N
     gold = cutter.strip_ordinal(second[found.rest_start:])
     removed_from_second = second[: len(second) - len(gold)] if second.endswith(gold) else second[: found.rest_start]
     query_norm = query_norm or ""
-    query = cutter.strip_query_marker(query_norm)
+    query = cutter.strip_query_opening(query_norm)
     removed_from_query = query_norm[: len(query_norm) - len(query)] if query_norm.endswith(query) else ""
     drop = None
     if second_flag is not None or (marker.is_move and query_flag is not None):
-        drop = DROP_MALFORMED
+        drop = Reason.MALFORMED_SENTENCE
+    elif citation := cutter.citation(*((query, gold) if marker.is_move else (gold,))):
+        drop = citation
     elif marker.is_move and len(query) < cutter.min_chars:
-        drop = DROP_SHORT_QUERY
+        drop = Reason.SHORT_QUERY
     elif len(gold) < cutter.min_chars:
-        drop = DROP_SHORT_GOLD
+        drop = Reason.SHORT_GOLD
     query_cut_original = cut_original(query_original, removed_from_query)
     return [
         marker.role,
@@ -165,19 +163,30 @@ def pair_id_column() -> F.Column:
     return F.concat(F.lit("p"), F.substring(F.sha2(F.concat_ws("|", "query_sentence_id", "gold_sentence_id"), 256), 1, 16))
 
 
-def mine_pairs(
-    spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, config: MiningConfig
-) -> tuple[DataFrame, DataFrame]:
-    """sentences -> (matched pairs with their drop reason, all columns; mined_pairs rows after de-duplication)."""
-    cutter = PairCutter(lexicon, config.require_comma, config.max_extension_words, config.min_chars)
-    matched = match_markers(prefilter(pairs_for_mining(sentences), lexicon), cutter, spark).filter(
+@dataclass
+class Mining:
+    """``matched``: every pair whose second sentence opens with a marker, with its ``drop_reason`` (null: kept);
+    ``mined``: the ``mined_pairs`` rows; ``drops``: the matched pairs that are not rows, with their reason."""
+
+    matched: DataFrame
+    mined: DataFrame
+    drops: DataFrame
+
+
+def mine_pairs(spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, config: MiningConfig) -> Mining:
+    """sentences -> matched pairs, ``mined_pairs`` rows (de-duplicated) and the drops; all lazy, all from ``matched``."""
+    cutter = pair_cutter(lexicon, config)
+    matched = match_markers(prefilter(pairs_for_mining(sentences), cutter), cutter, spark).filter(
         F.col("role").isNotNull()
-    )
-    kept = matched.filter(F.col("drop_reason").isNull()).withColumn("pair_id", pair_id_column())
+    ).withColumn("pair_id", pair_id_column())
     # De-duplicate on (query, gold): the smallest pair id is kept, so reruns keep the same row.
     first = Window.partitionBy("query_cut", "gold_cut").orderBy("pair_id")
-    deduplicated = kept.withColumn("_n", F.row_number().over(first)).filter(F.col("_n") == 1)
-    mined = deduplicated.select(
+    kept = (
+        matched.filter(F.col("drop_reason").isNull())
+        .withColumn("_n", F.row_number().over(first))
+        .withColumn("_first_pair_id", F.first("pair_id").over(first))
+    )
+    mined = kept.filter(F.col("_n") == 1).select(
         "pair_id", "paper_id", "pub_date", "role", "move", "category", "marker", "marker_entry", "marker_source",
         F.lit(lexicon.version).alias("lexicon_version"),
         "query_sentence_id", "gold_sentence_id", "context_text",
@@ -186,4 +195,12 @@ def mine_pairs(
         F.col("gold_cut").alias("gold_text"),
         F.col("gold_cut_original").alias("gold_text_original"),
     )
-    return matched, mined
+    marker = F.concat(F.lit("marker '"), F.col("marker"), F.lit("'; query: "), F.col("query_cut"))
+    drops = drop_rows(
+        matched.filter(F.col("drop_reason").isNotNull()), F.col("drop_reason"), "pair_id",
+        role="role", text="gold_cut", detail=marker,
+    ).unionByName(drop_rows(
+        kept.filter(F.col("_n") > 1), Reason.DUPLICATE_PAIR, "pair_id", role="role", text="gold_cut",
+        detail=F.concat(F.lit("same query and gold text as "), F.col("_first_pair_id")),
+    ))
+    return Mining(matched=matched, mined=mined.select(*TABLES["mined_pairs"].column_names), drops=drops)

@@ -13,7 +13,8 @@ Ids are hashes of content, so a rerun gives the same ids whatever the partitioni
 the normalisation removes from all text, so two different inputs cannot give the same hash input.
 The two prefixes keep query ids and candidate ids in separate namespaces.
 
-The rules, applied in this order (each drop is counted in ``PoolBuild.drops``):
+The rules, applied in this order (each drop is a row of ``PoolBuild.drops``, with a reason of
+``core.schema.Reason``; the pools stage writes them to the ``drops`` table):
 
 1. Unusable rows: a pair with no move/category (``missing_label``), an empty text (``empty_text``),
    or a query that equals its own gold (``query_equals_gold``). Such pairs leave no query and no
@@ -47,27 +48,20 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ratio_spark.core.errors import ReconciliationError
-from ratio_spark.pipeline.splits import SPLITS, split_rank
+from ratio_spark.core.schema import REASONS, SPLITS, TABLES, Reason
 from ratio_spark.core.text import WHITESPACE_PATTERN
+from ratio_spark.pipeline.contracts import reconcile
+from ratio_spark.pipeline.splits import split_rank
+from ratio_spark.pipeline.tables import drop_rows
 
 ID_SEPARATOR = "\u001f"  # never in normalised text (ratio_spark.core.text.INVALID_CHARS_PATTERN removes it)
 ID_HEX_CHARS = 16
 
-QUERY_COLUMNS = (
-    "split", "move", "query_id", "query_text", "query_text_original", "context_text", "gold_candidate_id",
-    "marker", "marker_entry", "paper_id", "pub_date", "pair_id", "exclude_candidate_ids",
-)
+QUERY_COLUMNS = TABLES["queries"].column_names
 # ``gold_moves``: the moves for which this text is a gold in the split (sorted). This is more than
 # ``source``, which names the one source kept when rows merge. It is what an oracle "gold of the move
 # only" pool filters on (the paper's appendix F.2).
-CANDIDATE_COLUMNS = ("split", "candidate_id", "text", "text_original", "source", "gold_moves", "paper_id", "pub_date")
-
-DROP_REASONS = {
-    "pair": ("missing_label", "empty_text", "query_equals_gold", "gold_seen_in_earlier_split"),
-    "query": ("query_seen_in_earlier_split", "duplicate_query"),
-    "candidate": ("distractor_seen_in_earlier_split", "distractor_is_gold", "duplicate_gold", "duplicate_distractor"),
-}
+CANDIDATE_COLUMNS = TABLES["candidates"].column_names
 
 
 def text_key(column: Column) -> Column:
@@ -96,73 +90,84 @@ def query_id(split: Column, move: Column, query_key: Column, gold_key: Column) -
 
 @dataclass
 class PoolBuild:
-    """The built tables plus one row per (split, role, item, reason) with the rows dropped or merged.
-
-    ``item`` says what the rule removed: ``pair`` (both the query and its gold), ``query`` (the query
-    only, its gold stays a candidate) or ``candidate``.
-    """
+    """The built tables plus ``drops``: one row per pair, query or candidate a rule removed or merged
+    (``tables.drop_rows``; the reason's ``item`` says which: ``pair`` = the query and its gold,
+    ``query`` = the query only, its gold stays a candidate, ``candidate``)."""
 
     queries: DataFrame
     candidates: DataFrame
     drops: DataFrame
-    inputs: DataFrame  # (split, role, rows): the pairs that came in
+    inputs: DataFrame  # the pairs that came in, with ``split`` and ``role``
 
     def summary(self) -> dict[str, Any]:
-        """Counts per split, with the drops by reason, reconciled.
+        """``summarise_pools`` over counts of these (lazy) frames; the pools stage counts the written tables."""
+        return summarise_pools(
+            {(r["split"], r["role"]): r["count"] for r in self.inputs.groupBy("split", "role").count().collect()},
+            {(r["split"], r["move"]): r["count"] for r in self.queries.groupBy("split", "move").count().collect()},
+            {(r["split"], r["source"]): r["count"] for r in self.candidates.groupBy("split", "source").count().collect()},
+            {(r["reason"], r["split"], r["role"]): r["count"]
+             for r in self.drops.groupBy("reason", "split", "role").count().collect()},
+        )
 
-        Move rows = queries + query drops + pair drops. Golds of kept pairs + distractors =
-        candidates + candidate drops. Raises ``ReconciliationError`` when the counts do not add up.
-        """
-        inputs = {(r["split"], r["role"]): r["rows"] for r in self.inputs.collect()}
-        queries = {(r["split"], r["move"]): r["count"] for r in self.queries.groupBy("split", "move").count().collect()}
-        candidates = {
-            (r["split"], r["source"]): r["count"] for r in self.candidates.groupBy("split", "source").count().collect()
+
+def summarise_pools(inputs: dict[tuple, int], queries: dict[tuple, int], candidates: dict[tuple, int],
+                    drops: dict[tuple, int]) -> dict[str, Any]:
+    """Counts per split with the drops by reason, reconciled; raises ``ReconciliationError`` when they do not add up.
+
+    ``inputs``: (split, role) -> pairs in (split None: out of range); ``queries``: (split, move) -> rows;
+    ``candidates``: (split, source) -> rows; ``drops``: (reason, split, role) -> rows. Per split, two sums:
+    move pairs = queries + query drops + move pair drops, and move pairs + distractors = candidates +
+    candidate drops + pair drops (a pair's gold enters the pool unless the whole pair is dropped).
+    """
+    out: dict[str, Any] = {"splits": {}, "reconciled": {}}
+    for split in (*SPLITS, None):
+        here = {key: n for key, n in drops.items() if key[1] == split}
+        by_item = {item: {r: n for (r, _, role), n in here.items() if REASONS[r].item == item}
+                   for item in ("pair", "query", "candidate")}
+        pair_drops = {role: {r: n for (r, _, ro), n in here.items() if REASONS[r].item == "pair" and ro == role}
+                      for role in ("move", "distractor")}
+        received = {role: n for (s, role), n in inputs.items() if s == split}
+        move_in, distractor_in = received.get("move", 0), received.get("distractor", 0)
+        checks = out["reconciled"]
+        if split is None:  # pairs outside every split: all dropped
+            checks["no split"] = reconcile("pools (no split)", "pairs", sum(received.values()), {}, by_item["pair"])
+            continue
+        n_queries = sum(n for (s, _), n in queries.items() if s == split)
+        n_candidates = sum(n for (s, _), n in candidates.items() if s == split)
+        other_in = sum(n for role, n in received.items() if role not in ("move", "distractor"))
+        checks[f"{split} queries"] = reconcile(
+            f"pools ({split}, queries)", "move pairs", move_in, {"queries": n_queries},
+            _merge(by_item["query"], pair_drops["move"]))
+        checks[f"{split} pool"] = reconcile(
+            f"pools ({split}, pool)", "move pairs and distractors", move_in + distractor_in,
+            {"candidates": n_candidates}, _merge(by_item["candidate"], pair_drops["move"], pair_drops["distractor"]))
+        other_drops = {r: n for (r, _, ro), n in here.items() if ro not in ("move", "distractor")}
+        if other_in or other_drops:  # rows whose role is neither move nor distractor: all dropped
+            checks[f"{split} other roles"] = reconcile(
+                f"pools ({split}, other roles)", "pairs of another role", other_in, {}, other_drops)
+        out["splits"][split] = {
+            "pairs_in": {"move": move_in, "distractor": distractor_in, "other": other_in},
+            "queries": n_queries,
+            "queries_by_move": {m: n for (s, m), n in sorted(queries.items()) if s == split},
+            "candidates": n_candidates,
+            "candidates_by_source": {src: n for (s, src), n in sorted(candidates.items()) if s == split},
+            "dropped": {f"{item}:{r}": n for item, reasons in by_item.items() for r, n in sorted(reasons.items())},
         }
-        drops = [r.asDict() for r in self.drops.collect()]
-        out: dict[str, Any] = {"splits": {}}
-        problems = []
-        for split in SPLITS:
-            d = [x for x in drops if x["split"] == split]
-            move_in = inputs.get((split, "move"), 0)
-            distractor_in = inputs.get((split, "distractor"), 0)
-            other_in = sum(v for (s, role), v in inputs.items() if s == split and role not in ("move", "distractor"))
-            n_queries = sum(v for (s, _), v in queries.items() if s == split)
-            n_candidates = sum(v for (s, _), v in candidates.items() if s == split)
-            pair_drops = {role: sum(x["rows"] for x in d if x["item"] == "pair" and x["role"] == role)
-                          for role in ("move", "distractor")}
-            other_drops = sum(x["rows"] for x in d if x["role"] not in ("move", "distractor"))
-            query_drops = sum(x["rows"] for x in d if x["item"] == "query")
-            candidate_drops = sum(x["rows"] for x in d if x["item"] == "candidate")
-            if move_in != n_queries + query_drops + pair_drops["move"]:
-                problems.append(f"{split}: {move_in} move pairs != {n_queries} queries + {query_drops} query drops "
-                                f"+ {pair_drops['move']} pair drops")
-            gold_rows = move_in - pair_drops["move"]
-            if gold_rows + distractor_in - pair_drops["distractor"] != n_candidates + candidate_drops:
-                problems.append(f"{split}: {gold_rows} golds + {distractor_in - pair_drops['distractor']} distractors "
-                                f"!= {n_candidates} candidates + {candidate_drops} candidate drops")
-            if other_in != other_drops:
-                problems.append(f"{split}: {other_in} rows of an unknown role but {other_drops} dropped")
-            out["splits"][split] = {
-                "pairs_in": {"move": move_in, "distractor": distractor_in, "other": other_in},
-                "queries": n_queries,
-                "queries_by_move": {m: v for (s, m), v in sorted(queries.items()) if s == split},
-                "candidates": n_candidates,
-                "candidates_by_source": {src: v for (s, src), v in sorted(candidates.items()) if s == split},
-                "dropped": {
-                    f"{x['item']}:{x['reason']}": x["rows"] for x in sorted(d, key=lambda x: (x["item"], x["reason"]))
-                },
-            }
-        if problems:
-            raise ReconciliationError("pools: counts do not add up:\n  " + "\n  ".join(problems))
-        return out
+    return out
 
 
-def _drop_rows(df: DataFrame, role: Column | str, item: str, reason: Column | str) -> DataFrame:
+def _merge(*counts: dict[str, int]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for part in counts:
+        for key, n in part.items():
+            out[key] = out.get(key, 0) + n
+    return out
+
+
+def _dropped(rows: DataFrame, role: Column | str, reason: str | Column, text: str, detail: Column | None = None) -> DataFrame:
+    """``rows`` (with split, pair_id, paper_id) as drops of ``role`` (a column, or a literal role)."""
     role_col = role if isinstance(role, Column) else F.lit(role)
-    reason_col = reason if isinstance(reason, Column) else F.lit(reason)
-    return df.select(
-        F.col("split"), role_col.alias("role"), F.lit(item).alias("item"), reason_col.alias("reason")
-    )
+    return drop_rows(rows, reason, "pair_id", split="split", role=role_col, text=text, detail=detail)
 
 
 def build_pools(split_pairs: DataFrame, apply_cross_split_rule: bool = True) -> PoolBuild:
@@ -185,15 +190,16 @@ def build_pools(split_pairs: DataFrame, apply_cross_split_rule: bool = True) -> 
         F.col("gold_text").alias("text"), F.col("gold_text_original").alias("text_original"),
         text_key(F.col("gold_text")).alias("key"),
     )
-    drops = [_drop_rows(pairs.filter(~(is_move | is_distractor)), F.col("role"), "pair", "missing_label")]
+    drops = [_dropped(pairs.filter(~(is_move | is_distractor)), F.col("role"), Reason.MISSING_LABEL, "gold_text")]
 
     # 1. Unusable rows.
     empty_move = (F.col("qkey") == "") | (F.col("gkey") == "")
-    drops.append(_drop_rows(moves.filter(empty_move), "move", "pair", "empty_text"))
+    query = F.concat(F.lit("query: "), F.col("query_text"))
+    drops.append(_dropped(moves.filter(empty_move), "move", Reason.EMPTY_TEXT, "gold_text", query))
     same = ~empty_move & (F.col("qkey") == F.col("gkey"))
-    drops.append(_drop_rows(moves.filter(same), "move", "pair", "query_equals_gold"))
+    drops.append(_dropped(moves.filter(same), "move", Reason.QUERY_EQUALS_GOLD, "gold_text", query))
     moves = moves.filter(~empty_move & (F.col("qkey") != F.col("gkey")))
-    drops.append(_drop_rows(distractors.filter(F.col("key") == ""), "distractor", "pair", "empty_text"))
+    drops.append(_dropped(distractors.filter(F.col("key") == ""), "distractor", Reason.EMPTY_TEXT, "text"))
     distractors = distractors.filter(F.col("key") != "")
 
     # 2. Cross-split rule. Only texts that occur in more than one split matter (few: boilerplate), so
@@ -215,14 +221,12 @@ def build_pools(split_pairs: DataFrame, apply_cross_split_rule: bool = True) -> 
         ).join(shared.withColumnRenamed("key", "gkey").withColumnRenamed("first_rank", "_g_first"), "gkey", "left")
         gold_leak = F.coalesce(F.col("_g_first") < F.col("_rank"), F.lit(False))
         query_leak = F.coalesce(F.col("_q_first") < F.col("_rank"), F.lit(False))
-        drops.append(_drop_rows(moves.filter(gold_leak), "move", "pair", "gold_seen_in_earlier_split"))
+        drops.append(_dropped(moves.filter(gold_leak), "move", Reason.GOLD_SEEN_IN_EARLIER_SPLIT, "gold_text", query))
         moves = moves.filter(~gold_leak).withColumn("_query_kept", ~query_leak)
-        drops.append(_drop_rows(moves.filter(query_leak), "move", "query", "query_seen_in_earlier_split"))
+        drops.append(_dropped(moves.filter(query_leak), "move", Reason.QUERY_SEEN_IN_EARLIER_SPLIT, "query_text"))
         distractors = distractors.join(shared, "key", "left")
         d_leak = F.coalesce(F.col("first_rank") < F.col("_rank"), F.lit(False))
-        drops.append(
-            _drop_rows(distractors.filter(d_leak), "distractor", "candidate", "distractor_seen_in_earlier_split")
-        )
+        drops.append(_dropped(distractors.filter(d_leak), "distractor", Reason.DISTRACTOR_SEEN_IN_EARLIER_SPLIT, "text"))
         distractors = distractors.filter(~d_leak)
     else:
         moves = moves.withColumn("_query_kept", F.lit(True))
@@ -241,11 +245,10 @@ def build_pools(split_pairs: DataFrame, apply_cross_split_rule: bool = True) -> 
         )
     )
     by_text = Window.partitionBy("split", "key")
+    in_order = by_text.orderBy("_priority", "source", "paper_id", "pair_id", "text_original", "text")
     ranked = (
-        pool_rows.withColumn(
-            "_rn",
-            F.row_number().over(by_text.orderBy("_priority", "source", "paper_id", "pair_id", "text_original", "text")),
-        )
+        pool_rows.withColumn("_rn", F.row_number().over(in_order))
+        .withColumn("_kept_source", F.first("source").over(in_order))
         .withColumn("_has_gold", F.min("_priority").over(by_text) == 0)
         .withColumn("gold_moves", F.array_sort(F.collect_set("move").over(by_text)))
     )
@@ -254,23 +257,21 @@ def build_pools(split_pairs: DataFrame, apply_cross_split_rule: bool = True) -> 
         "gold_moves", "paper_id", "pub_date",
     )
     merged = ranked.filter(F.col("_rn") > 1)
-    drops.append(
-        _drop_rows(
-            merged,
-            F.col("role"),
-            "candidate",
-            F.when((F.col("_priority") == 1) & F.col("_has_gold"), F.lit("distractor_is_gold"))
-            .when(F.col("_priority") == 0, F.lit("duplicate_gold"))
-            .otherwise(F.lit("duplicate_distractor")),
-        )
+    merge_reason = (
+        F.when((F.col("_priority") == 1) & F.col("_has_gold"), F.lit(Reason.DISTRACTOR_IS_GOLD))
+        .when(F.col("_priority") == 0, F.lit(Reason.DUPLICATE_GOLD))
+        .otherwise(F.lit(Reason.DUPLICATE_DISTRACTOR))
     )
+    merged_into = F.concat(F.lit("merged into "), candidate_id(F.col("split"), F.col("key")), F.lit(" as "),
+                           F.col("_kept_source"))
+    drops.append(_dropped(merged, F.col("role"), merge_reason, "text", merged_into))
 
     # 4. Queries, de-duplicated on (split, move, query key, gold key).
     query_rows = moves.filter(F.col("_query_kept")).withColumn(
         "_rn",
         F.row_number().over(Window.partitionBy("split", "move", "qkey", "gkey").orderBy("pair_id", "paper_id")),
     )
-    drops.append(_drop_rows(query_rows.filter(F.col("_rn") > 1), "move", "query", "duplicate_query"))
+    drops.append(_dropped(query_rows.filter(F.col("_rn") > 1), "move", Reason.DUPLICATE_QUERY, "query_text"))
     query_rows = query_rows.filter(F.col("_rn") == 1)
 
     # 5. Exclusion: the candidate whose text is the query's own text, if the pool holds one.
@@ -293,6 +294,4 @@ def build_pools(split_pairs: DataFrame, apply_cross_split_rule: bool = True) -> 
     all_drops = drops[0]
     for extra in drops[1:]:
         all_drops = all_drops.unionByName(extra)
-    drop_counts = all_drops.groupBy("split", "role", "item", "reason").agg(F.count("*").alias("rows"))
-    inputs = pairs.groupBy("split", "role").agg(F.count("*").alias("rows"))
-    return PoolBuild(queries=queries, candidates=candidates, drops=drop_counts, inputs=inputs)
+    return PoolBuild(queries=queries, candidates=candidates, drops=all_drops, inputs=split_pairs)

@@ -13,16 +13,15 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ratio_spark.core.config import SegmentConfig
+from ratio_spark.core.schema import TABLES, Reason
 from ratio_spark.core.text import trie_alternation
 from ratio_spark.pipeline.normalize import normalize_column
+from ratio_spark.pipeline.tables import drop_rows
 
 MASK = "\ue000"  # stands in for a period that does not end a sentence; never survives to the output
 SEMICOLON_MASK = "\ue001"  # Spark NLP always splits at ";", which scientific prose uses inside sentences
 
-SENTENCE_COLUMNS = [
-    "sentence_id", "paper_id", "pub_date", "section_idx", "section_heading", "para_idx", "sent_idx",
-    "char_start", "char_end", "text", "norm_text", "norm_flag",
-]
+SENTENCE_COLUMNS = TABLES["sentences"].column_names
 
 
 def explode_paragraphs(papers: DataFrame) -> DataFrame:
@@ -127,8 +126,8 @@ def add_normalisation(sentences: DataFrame, config: SegmentConfig) -> DataFrame:
     norm = F.col("norm_text")
     letters = F.length(F.regexp_replace(norm, r"[^\p{L}]", ""))
     flag = (
-        F.when(F.length(norm) == 0, F.lit("empty_after_cleaning"))
-        .when(letters < F.length(norm) * F.lit(config.min_letters_ratio), F.lit("malformed_few_letters"))
+        F.when(F.length(norm) == 0, F.lit(Reason.EMPTY_AFTER_CLEANING))
+        .when(letters < F.length(norm) * F.lit(config.min_letters_ratio), F.lit(Reason.MALFORMED_FEW_LETTERS))
         .otherwise(F.lit(None).cast("string"))
     )
     return normalised.withColumn("norm_flag", flag)
@@ -139,3 +138,14 @@ def segment_papers(papers: DataFrame, config: SegmentConfig) -> DataFrame:
     sentences = add_normalisation(split_sentences(explode_paragraphs(papers), config), config)
     sentence_id = F.concat_ws(":", "paper_id", "section_idx", "para_idx", "sent_idx")
     return sentences.withColumn("sentence_id", sentence_id).select(*SENTENCE_COLUMNS)
+
+
+def papers_without_sentences(papers: DataFrame, sentences: DataFrame) -> DataFrame:
+    """The papers that entered segment and have no row in ``sentences``, as drops with the reason."""
+    paragraphs = F.size(F.flatten(F.transform("sections", lambda s: s["paragraphs"])))  # -1 or null: no sections
+    lost = papers.join(sentences.select("paper_id").distinct(), "paper_id", "left_anti").withColumn(
+        "_paragraphs", F.greatest(F.coalesce(paragraphs, F.lit(0)), F.lit(0))
+    )
+    reason = F.when(F.col("_paragraphs") > 0, F.lit(Reason.NO_SENTENCES_DETECTED)).otherwise(F.lit(Reason.NO_PARAGRAPHS))
+    return drop_rows(lost, reason, "paper_id", text="title",
+                     detail=F.concat(F.col("_paragraphs").cast("string"), F.lit(" paragraph(s)")))

@@ -8,6 +8,7 @@ import sys
 from pyspark.sql import SparkSession
 
 from ratio_spark.core.config import SparkConfig
+from ratio_spark.core.errors import UserError
 from ratio_spark.pipeline.jars import ensure_jars
 
 _DELTA_CONF = {
@@ -34,6 +35,30 @@ def _prepare_local_environment() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
+def _submitted_conf() -> dict[str, str] | None:
+    """The settings spark-submit started the driver with; None when this process is not under spark-submit."""
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return None
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM, so SparkConf() sees its settings
+    return dict(SparkConf().getAll())
+
+
+def _check_submitted_jars(config: SparkConfig, submitted: dict[str, str]) -> None:
+    """Under spark-submit the driver runs before this code, so jars or packages set now never reach its class
+    path: they must be on the spark-submit command line (or provided by the cluster)."""
+    given = submitted.get("spark.jars", "") + "," + submitted.get("spark.jars.packages", "")
+    artifacts = [coordinate.split(":")[1] for coordinate in config.jars.packages]
+    if all(artifact in given for artifact in artifacts):
+        return
+    how = {"local": 'spark-submit --jars "$(ratio-spark jars --comma)"',
+           "packages": f"spark-submit --packages {','.join(config.jars.packages)}"}[config.jars.mode]
+    raise UserError(f"spark-submit started the driver before ratio-spark could add the Delta Lake and Spark NLP jars "
+                    f"(spark.jars.mode: {config.jars.mode}): pass them on its command line ({how} ...), or set "
+                    "spark.jars.mode to provided when the cluster has them")
+
+
 def build_spark_session(config: SparkConfig) -> SparkSession:
     """Return a SparkSession with Delta Lake and Spark NLP available, as ``config`` describes."""
     builder = SparkSession.builder.appName(config.app_name)
@@ -44,7 +69,10 @@ def build_spark_session(config: SparkConfig) -> SparkSession:
             _prepare_local_environment()
             settings.update(_LOCAL_DEFAULTS)
     settings.update(_DELTA_CONF)
-    if config.jars.mode == "local":
+    submitted = _submitted_conf() if config.jars.mode != "provided" else None
+    if submitted is not None:
+        _check_submitted_jars(config, submitted)
+    elif config.jars.mode == "local":
         jars = ensure_jars(config.jars.profile, config.jars.cache_dir)
         settings["spark.jars"] = ",".join(str(j) for j in jars)
     elif config.jars.mode == "packages":

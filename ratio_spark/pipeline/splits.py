@@ -1,8 +1,9 @@
 """Temporal splits (the paper's §4.2 and appendix B.2): every pair goes to the split of its paper's date.
 
 A split is a date range, both ends inclusive (``SplitsConfig``). A pair whose paper has no date, or a
-date outside every range, belongs to no split. Such pairs are kept in a separate frame with a reason, so
-the stage can count them (in = assigned + out of range). Nothing is dropped silently.
+date outside every range, belongs to no split. Such pairs are kept in a separate frame with a reason
+(``Reason.MISSING_PUB_DATE``, ``Reason.PUB_DATE_OUTSIDE_SPLITS``) and written to ``drops`` by the pools
+stage, so that in = assigned + out of range. Nothing is dropped silently.
 """
 
 from __future__ import annotations
@@ -14,12 +15,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ratio_spark.core.config import SplitsConfig
-
-# The order of the splits in time. The cross-split rule in ``pools`` uses it: a text belongs to the
-# earliest split in which it occurs.
-SPLITS = ("train", "validation", "test")
-
-OUT_OF_RANGE_REASONS = ("missing_pub_date", "pub_date_outside_splits")
+from ratio_spark.core.schema import SPLITS, Reason
+from ratio_spark.pipeline.tables import drop_rows
 
 
 def split_of(pub_date: Column, splits_config: SplitsConfig) -> Column:
@@ -42,11 +39,19 @@ def split_rank(split: Column) -> Column:
 
 @dataclass
 class SplitAssignment:
-    """``pairs``: the input rows that fall in a split, plus a ``split`` column.
-    ``out_of_range``: the rows that fall in none, plus ``split`` (null) and ``reason``."""
+    """``labelled``: every input row plus its ``split`` (null: none); ``pairs``: the rows that fall in a
+    split; ``out_of_range``: the rows that fall in none, plus ``reason``."""
 
+    labelled: DataFrame
     pairs: DataFrame
     out_of_range: DataFrame
+
+    @property
+    def drops(self) -> DataFrame:
+        """The out-of-range rows as drops (``tables.drop_rows``)."""
+        date = F.coalesce(F.col("pub_date").cast("string"), F.lit("no date"))
+        return drop_rows(self.out_of_range, F.col("reason"), "pair_id", split="split", role="role",
+                         text="gold_text", detail=F.concat(F.lit("paper dated "), date))
 
     def summary(self) -> dict[str, Any]:
         """Counts of pairs and papers per split and out of range. Runs two small Spark jobs."""
@@ -79,6 +84,7 @@ def assign_splits(mined_pairs: DataFrame, splits_config: SplitsConfig) -> SplitA
     pairs = labelled.filter(F.col("split").isNotNull())
     out_of_range = labelled.filter(F.col("split").isNull()).withColumn(
         "reason",
-        F.when(F.col("pub_date").isNull(), F.lit("missing_pub_date")).otherwise(F.lit("pub_date_outside_splits")),
+        F.when(F.col("pub_date").isNull(), F.lit(Reason.MISSING_PUB_DATE))
+        .otherwise(F.lit(Reason.PUB_DATE_OUTSIDE_SPLITS)),
     )
-    return SplitAssignment(pairs=pairs, out_of_range=out_of_range)
+    return SplitAssignment(labelled=labelled, pairs=pairs, out_of_range=out_of_range)

@@ -1,197 +1,192 @@
-"""The pipeline's stages: each reads tables (or inputs), writes tables and returns a summary of counts."""
+"""The pipeline's stages, each under its contract (``pipeline/contracts.py``), run by ``pipeline/runner.py``.
+
+A stage function takes a ``StageIO`` (its declared inputs and outputs), writes its tables and drops,
+reconciles what came in with what went out (``contracts.reconcile``: the input as read, each output as
+written, the drops as written, three independent counts) and returns a summary of counts.
+``run_ingest(spark, config)`` .. ``run_export`` (and ``STAGES``) run one stage with its checks.
+"""
 
 from __future__ import annotations
 
-import time
+from functools import partial
 from typing import Any
 
 from pyspark import StorageLevel
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from ratio_spark.core.config import Config
-from ratio_spark.core.errors import ReconciliationError
-from ratio_spark.pipeline.ingest import ingest
-from ratio_spark.pipeline.segment import segment_papers
-from ratio_spark.pipeline.tables import read_table, table_location, write_table
+from ratio_spark.core.errors import ContractError
+from ratio_spark.core.schema import MOVES, reasons_of
+from ratio_spark.pipeline.contracts import PIPELINE, reconcile
+from ratio_spark.pipeline.runner import StageIO, run_stage
 
 
-def _log(message: str) -> None:
-    print(f"[ratio-spark {time.strftime('%H:%M:%S')}] {message}", flush=True)
-
-
-def run_ingest(spark: SparkSession, config: Config) -> dict[str, Any]:
+def ingest_stage(io: StageIO) -> dict[str, Any]:
     """Inputs -> ``papers`` + ``rejects``; every input record lands in exactly one of them."""
-    started = time.time()
-    _log(f"ingest: reading {len(config.inputs)} input(s): " + ", ".join(f"{i.name} ({i.format})" for i in config.inputs))
-    result = ingest(spark, config)
+    from ratio_spark.pipeline.ingest import ingest
+
+    inputs = io.config.inputs
+    io.log(f"reading {len(inputs)} input(s): " + ", ".join(f"{i.name} ({i.format})" for i in inputs))
+    result = ingest(io.spark, io.config)
     records = result.records.persist(StorageLevel.MEMORY_AND_DISK)  # papers and rejects reuse it
     try:
-        by_input = {r["source_format"]: r["count"] for r in records.groupBy("source_format").count().collect()}
-        _log("ingest: writing papers")
-        write_table(result.papers, table_location(config, "papers"))
-        _log("ingest: writing rejects")
-        write_table(result.rejects, table_location(config, "rejects"))
-        input_records = sum(by_input.values())
+        with io.phase("reading and parsing every input unit"):
+            by_format = {r["source_format"]: r["count"] for r in records.groupBy("source_format").count().collect()}
+        with io.phase("writing papers"):
+            papers = io.write("papers", result.papers)
+        with io.phase("writing rejects"):
+            io.write_drops(result.rejects)
     finally:
         records.unpersist()
-
-    written_papers = read_table(spark, config, "papers")
-    written_rejects = read_table(spark, config, "rejects")
-    n_papers = written_papers.count()
-    reasons = {r["reason"]: r["count"] for r in written_rejects.groupBy("reason").count().collect()}
-    n_rejects = sum(reasons.values())
-    summary = {
-        "stage": "ingest",
-        "input_records": input_records,
-        "input_records_by_format": by_input,
+    rejected = io.dropped_by_reason()
+    n_papers = papers.count()
+    return {
+        "input_records": sum(by_format.values()),
+        "input_records_by_format": by_format,
         "papers": n_papers,
-        "rejected": n_rejects,
-        "rejected_by_reason": dict(sorted(reasons.items(), key=lambda kv: -kv[1])),
+        "rejected": sum(rejected.values()),
+        "rejected_by_reason": rejected,
         "papers_by_year": {
             str(r["year"]): r["count"]
-            for r in written_papers.groupBy(F.year("pub_date").alias("year")).count().orderBy("year").collect()
+            for r in papers.groupBy(F.year("pub_date").alias("year")).count().orderBy("year").collect()
         },
-        "papers_by_date_source": {
-            r["date_source"]: r["count"] for r in written_papers.groupBy("date_source").count().collect()
-        },
-        "tables": {name: table_location(config, name) for name in ("papers", "rejects")},
-        "seconds": round(time.time() - started, 1),
+        "papers_by_date_source": {r["date_source"]: r["count"] for r in papers.groupBy("date_source").count().collect()},
+        "reconciled": reconcile("ingest", "input records", sum(by_format.values()), {"papers": n_papers}, rejected),
     }
-    if input_records != n_papers + n_rejects:
-        raise ReconciliationError(
-            f"ingest: {input_records} input records but {n_papers} papers + {n_rejects} rejects were written"
-        )
-    return summary
 
 
-def run_segment(spark: SparkSession, config: Config) -> dict[str, Any]:
-    """``papers`` -> ``sentences`` (Spark NLP in the JVM)."""
-    started = time.time()
-    papers = read_table(spark, config, "papers")
-    _log("segment: splitting paragraphs into sentences (Spark NLP SentenceDetector)")
-    write_table(segment_papers(papers, config.segment), table_location(config, "sentences"))
-    sentences = read_table(spark, config, "sentences")
-    row = sentences.agg(
-        F.count("*").alias("sentences"),
-        F.countDistinct("paper_id").alias("papers_with_sentences"),
-        F.sum(F.when(F.col("norm_flag").isNull(), 1).otherwise(0)).alias("clean"),
-    ).first()
-    flags = {
-        r["norm_flag"]: r["count"]
-        for r in sentences.filter(F.col("norm_flag").isNotNull()).groupBy("norm_flag").count().collect()
-    }
+def segment_stage(io: StageIO) -> dict[str, Any]:
+    """``papers`` -> ``sentences`` (Spark NLP in the JVM); a paper with no sentence is a drop, a bad
+    sentence is kept with its ``norm_flag``."""
+    from ratio_spark.pipeline.segment import papers_without_sentences, segment_papers
+
+    papers = io.read("papers")
+    with io.phase("splitting paragraphs into sentences (Spark NLP SentenceDetector) and writing them"):
+        sentences = io.write("sentences", segment_papers(papers, io.config.segment))
+    row = sentences.agg(F.count("*").alias("sentences"), F.countDistinct("paper_id").alias("papers")).first()
+    flags = {r["norm_flag"]: r["count"] for r in sentences.groupBy("norm_flag").count().collect()}
+    clean = flags.pop(None, 0)
+    unknown = sorted(set(flags) - set(reasons_of("segment", kept=True)))
+    if unknown:
+        raise ContractError(f"segment flagged sentences with undeclared reason(s) {unknown} (core/schema.py Reason)")
+    io.write_drops(papers_without_sentences(papers, sentences))
+    dropped = io.dropped_by_reason()
     n_papers = papers.count()
-    summary = {
-        "stage": "segment",
+    return {
         "papers": n_papers,
-        "papers_with_sentences": row["papers_with_sentences"],
+        "papers_with_sentences": row["papers"],
+        "papers_dropped_by_reason": dropped,
         "sentences": row["sentences"],
-        "clean_sentences": row["clean"],
-        "flagged_by_reason": flags,
-        "tables": {"sentences": table_location(config, "sentences")},
-        "seconds": round(time.time() - started, 1),
+        "clean_sentences": clean,
+        "flagged_by_reason": flags,  # kept in `sentences`, marked; mining skips them
+        "reconciled": reconcile("segment", "papers", n_papers, {"papers_with_sentences": row["papers"]}, dropped),
     }
-    if row["clean"] + sum(flags.values()) != row["sentences"]:
-        raise ReconciliationError("segment: clean + flagged sentences do not add up to all sentences")
+
+
+def citations_stage(io: StageIO) -> dict[str, Any]:
+    """``papers`` (their ``bibliography``) + ``sentences`` -> ``references``: one row per bibliography entry,
+    with its mention sentences and the corpus paper it cites (``pipeline/citations.py``)."""
+    from ratio_spark.pipeline.citations import build_references, citations_summary
+
+    papers, sentences = io.read("papers"), io.read("sentences")
+    with io.phase("locating mentions in sentences, resolving bibliography entries and writing references"):
+        references, outcomes = build_references(papers, sentences, io.config.citations)
+        written = io.write("references", references)
+    summary = citations_summary(papers, written, outcomes)
+    entries = papers.select(F.sum(F.size(F.coalesce("bibliography.entries", F.array())))).first()[0] or 0
+    summary["reconciled"] = reconcile("citations", "bibliography entries", entries,
+                                      {"references": summary["bibliography_entries"]}, {})
     return summary
 
 
-def run_mine(spark: SparkSession, config: Config) -> dict[str, Any]:
+def mine_stage(io: StageIO) -> dict[str, Any]:
     """``sentences`` -> ``mined_pairs`` (+ ``stats_mining``): marker matching over consecutive pairs."""
     from ratio_spark.lexicon.loader import load_lexicon
     from ratio_spark.pipeline.mine import mine_pairs, pairs_for_mining
 
-    started = time.time()
-    lexicon = load_lexicon(config.mining.lexicon)
-    _log(f"mine: lexicon {lexicon.version} ({len(lexicon.markers)} markers), matching consecutive pairs")
-    sentences = read_table(spark, config, "sentences")
-    matched, mined = mine_pairs(spark, sentences, lexicon, config.mining)
-    matched = matched.persist(StorageLevel.MEMORY_AND_DISK)
+    lexicon = load_lexicon(io.config.mining.lexicon)
+    io.log(f"lexicon {lexicon.version} ({len(lexicon.markers)} markers), matching consecutive pairs")
+    sentences = io.read("sentences")
+    mining = mine_pairs(io.spark, sentences, lexicon, io.config.mining)
+    matched = mining.matched.persist(StorageLevel.MEMORY_AND_DISK)  # the rows and the drops reuse it
     try:
-        write_table(mined, table_location(config, "mined_pairs"))
-        examined_by_year = {
-            r["year"]: r["count"]
-            for r in pairs_for_mining(sentences).groupBy(F.year("pub_date").alias("year")).count().collect()
-        }
-        pairs_examined = sum(examined_by_year.values())
-        outcome = {
-            (r["role"], r["drop_reason"]): r["count"]
-            for r in matched.groupBy("role", "drop_reason").count().collect()
-        }
+        with io.phase("matching and writing mined_pairs and the dropped pairs"):
+            n_matched = matched.count()
+            written = io.write("mined_pairs", mining.mined)
+            io.write_drops(mining.drops)
     finally:
         matched.unpersist()
-    written = read_table(spark, config, "mined_pairs")
+    examined_by_year = {
+        r["year"]: r["count"]
+        for r in pairs_for_mining(sentences).groupBy(F.year("pub_date").alias("year")).count().collect()
+    }
+    # One row per publication year: yields by year need the pairs examined in that year.
+    stats = io.spark.createDataFrame(
+        [(lexicon.version, year, n) for year, n in sorted(examined_by_year.items(), key=lambda kv: (kv[0] is None, kv[0]))],
+        "lexicon_version string, year int, pairs_examined bigint",
+    )
+    io.write("stats_mining", stats)
     by_label = {
         f"{r['role']}:{r['label']}": r["count"]
         for r in written.groupBy("role", F.coalesce("move", "category").alias("label")).count().collect()
     }
-    matched_total = sum(outcome.values())
-    kept = sum(n for (role, reason), n in outcome.items() if reason is None)
-    dropped = {reason: sum(n for (_, r), n in outcome.items() if r == reason) for _, reason in outcome if reason}
-    rows = written.count()
-    summary = {
-        "stage": "mine",
+    dropped = io.dropped_by_reason()
+    rows = sum(by_label.values())
+    return {
         "lexicon_version": lexicon.version,
-        "consecutive_pairs_examined": pairs_examined,
-        "pairs_opening_with_a_marker": matched_total,
+        "consecutive_pairs_examined": sum(examined_by_year.values()),
+        "pairs_opening_with_a_marker": n_matched,
         "dropped_by_reason": dropped,
-        "duplicates_removed": kept - rows,
         "mined_pairs": rows,
         "mined_by_move_or_category": dict(sorted(by_label.items())),
-        "tables": {"mined_pairs": table_location(config, "mined_pairs"), "stats_mining": table_location(config, "stats_mining")},
-        "seconds": round(time.time() - started, 1),
+        "reconciled": reconcile("mine", "pairs opening with a marker", n_matched, {"mined_pairs": rows}, dropped),
     }
-    # One row per publication year: yields by year need the pairs examined in that year.
-    stats = spark.createDataFrame(
-        [(lexicon.version, year, n) for year, n in sorted(examined_by_year.items(), key=lambda kv: (kv[0] is None, kv[0]))],
-        "lexicon_version string, year int, pairs_examined long",
-    )
-    write_table(stats, table_location(config, "stats_mining"))
-    if matched_total != kept + sum(dropped.values()):
-        raise ReconciliationError("mine: matched pairs != kept + dropped")
-    return summary
 
 
-def run_pools(spark: SparkSession, config: Config) -> dict[str, Any]:
+def pools_stage(io: StageIO) -> dict[str, Any]:
     """``mined_pairs`` -> temporal splits, shared candidate pools (``queries``, ``candidates``), leakage checks, ``stats_*``."""
     from ratio_spark.pipeline.leakage import check_leakage
-    from ratio_spark.pipeline.pools import build_pools
+    from ratio_spark.pipeline.pools import build_pools, summarise_pools
     from ratio_spark.pipeline.splits import assign_splits
     from ratio_spark.pipeline.stats import benchmark_stats
 
-    started = time.time()
-    mined = read_table(spark, config, "mined_pairs")
-    _log("pools: assigning temporal splits and building the shared candidate pool of each split")
-    assignment = assign_splits(mined, config.splits)
-    split_summary = assignment.summary()
+    mined = io.read("mined_pairs")
+    splits = io.config.splits
+    with io.phase("assigning temporal splits"):
+        assignment = assign_splits(mined, splits)
+        split_summary = assignment.summary()
     build = build_pools(assignment.pairs)
-    write_table(build.queries, table_location(config, "queries"), partition_by=["split"])
-    write_table(build.candidates, table_location(config, "candidates"), partition_by=["split"])
-    pool_summary = build.summary()
-    queries, candidates = read_table(spark, config, "queries"), read_table(spark, config, "candidates")
-    _log("pools: leakage checks")
-    leakage = check_leakage(queries, candidates, config.splits)
-    pairs_examined = read_table(spark, config, "stats_mining").agg(F.sum("pairs_examined")).first()[0]
-    stats = benchmark_stats(mined, queries, candidates, pairs_examined)
-    for name, frame in stats.items():
-        write_table(frame, table_location(config, name))
+    with io.phase("building and writing the queries and the shared candidate pool of each split"):
+        queries = io.write("queries", build.queries)
+        candidates = io.write("candidates", build.candidates)
+    with io.phase("writing what the pools dropped and counting what they kept"):
+        drops = io.write_drops(assignment.drops.unionByName(build.drops))
+        pool_summary = summarise_pools(
+            {(r["split"], r["role"]): r["count"] for r in assignment.labelled.groupBy("split", "role").count().collect()},
+            {(r["split"], r["move"]): r["count"] for r in queries.groupBy("split", "move").count().collect()},
+            {(r["split"], r["source"]): r["count"] for r in candidates.groupBy("split", "source").count().collect()},
+            drops,
+        )
+    with io.phase("leakage checks"):
+        leakage = check_leakage(queries, candidates, splits)
+    pairs_examined = io.read("stats_mining").agg(F.sum("pairs_examined")).first()[0]
+    frames = benchmark_stats(mined, queries, candidates, pairs_examined)
+    with io.phase(f"writing the statistics tables ({', '.join(frames)})"):
+        stats = {name: io.write(name, frame) for name, frame in frames.items()}
     yields = {
         r["label"]: {"pairs": r["pairs"], "per_1000_pairs": round(r["pairs_per_1000"], 3)}
-        for r in read_table(spark, config, "stats_yield").collect()
+        for r in stats["stats_yield"].collect()
         if r["role"] == "move"
     }
-    matches = read_table(spark, config, "stats_marker_matches").filter(F.col("role") == "move").collect()
+    matches = stats["stats_marker_matches"].filter(F.col("role") == "move").collect()
     top_markers = {
         move: {r["marker_entry"]: r["pairs"] for r in sorted((r for r in matches if r["label"] == move), key=lambda r: -r["pairs"])[:5]}
-        for move in ("address", "broaden", "specify")
+        for move in MOVES
     }
     markers_matched = {
         f"{r['label']} ({r['marker_source']})": r["markers_matched"]
-        for r in read_table(spark, config, "stats_marker_sources").filter(F.col("role") == "move").collect()
+        for r in stats["stats_marker_sources"].filter(F.col("role") == "move").collect()
     }
     return {
-        "stage": "pools",
         **{k: v for k, v in split_summary.items() if k != "pairs_by_split"},
         "pairs_by_split": split_summary["pairs_by_split"],
         "splits": pool_summary["splits"],
@@ -200,27 +195,33 @@ def run_pools(spark: SparkSession, config: Config) -> dict[str, Any]:
         "markers_with_matches_by_move_and_source": markers_matched,
         "top_markers_by_move": top_markers,
         **leakage,
-        "tables": {name: table_location(config, name) for name in ["queries", "candidates", *stats]},
-        "seconds": round(time.time() - started, 1),
+        "reconciled": pool_summary["reconciled"],
     }
 
 
-def run_export(spark: SparkSession, config: Config) -> dict[str, Any]:
+def export_stage(io: StageIO) -> dict[str, Any]:
     """``queries`` + ``candidates`` -> the release: Parquet and JSONL per split, BEIR folders per move and split."""
     from ratio_spark.pipeline.export import export_release
 
-    started = time.time()
-    _log(f"export: writing the release to {config.release.root}")
-    manifest = export_release(read_table(spark, config, "queries"), read_table(spark, config, "candidates"), config.release.root)
+    root = io.config.release.root
+    queries, candidates = io.read("queries"), io.read("candidates")
+    with io.phase(f"writing the release to {root}"):
+        manifest = export_release(queries, candidates, root)
+    released = manifest.get("splits", {})
     return {
-        "stage": "export",
-        "release": config.release.root,
-        "splits": manifest.get("splits", {}),
+        "release": root,
+        "splits": released,
         "beir_folders": sum(len(splits) for splits in manifest.get("beir", {}).values()),
         "beir_skipped": manifest.get("beir_skipped", []),
-        "seconds": round(time.time() - started, 1),
+        "reconciled": [
+            reconcile("export", name, table.count(), {"released": sum(s[name] for s in released.values())}, {})
+            for name, table in (("queries", queries), ("candidates", candidates))
+        ],
     }
 
 
-STAGES = {"ingest": run_ingest, "segment": run_segment, "mine": run_mine, "pools": run_pools, "export": run_export}
-PIPELINE = ["ingest", "segment", "mine", "pools", "export"]
+# Each stage with its contract's checks: STAGES["mine"](spark, config) -> summary.
+STAGES = {name: partial(run_stage, stage=name) for name in PIPELINE}
+run_ingest, run_segment, run_citations, run_mine, run_pools, run_export = (
+    STAGES[name] for name in ("ingest", "segment", "citations", "mine", "pools", "export")
+)

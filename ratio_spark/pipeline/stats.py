@@ -19,9 +19,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ratio_spark.lexicon.loader import DISTRACTOR_CATEGORIES, MOVES
+from ratio_spark.core.schema import DISTRACTOR_CATEGORIES, MOVES, SPLITS
 from ratio_spark.pipeline.pools import text_key
-from ratio_spark.pipeline.splits import SPLITS, split_rank
+from ratio_spark.pipeline.splits import split_rank
 
 
 

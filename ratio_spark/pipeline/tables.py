@@ -1,18 +1,26 @@
-"""Delta tables: the contract between stages. Writes overwrite atomically, so reruns are idempotent."""
+"""Delta tables between stages: writes replace a table (or one partition) in one commit, so reruns are
+idempotent; ``drop_rows`` is the shape of a stage's drops (the ``drops`` table, ``core.schema.TABLES``)."""
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from ratio_spark.core.config import Config
+from ratio_spark.core.errors import MissingTableError
+
 
 def table_location(config: Config, name: str) -> str:
     return config.tables.location(name)
 
 
-def write_table(df: DataFrame, location: str, partition_by: list[str] | None = None) -> None:
-    """Replace the table's content in one Delta commit: a killed run leaves the previous version intact."""
+def write_table(df: DataFrame, location: str, partition_by: list[str] | tuple[str, ...] = (),
+                replace_where: str | None = None) -> None:
+    """Replace the table's content (or, with ``replace_where``, the rows of one partition) in one Delta
+    commit: a killed run leaves the previous version intact."""
     writer = df.write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+    if replace_where:
+        writer = writer.option("replaceWhere", replace_where)
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     writer.save(location)
@@ -23,6 +31,29 @@ def read_table(spark: SparkSession, config: Config, name: str) -> DataFrame:
     try:
         return spark.read.format("delta").load(location)
     except Exception as exc:  # AnalysisException: not a Delta table / path missing
-        raise FileNotFoundError(
+        raise MissingTableError(
             f"table {name!r} not found at {location}: run the stage that writes it first ({exc.__class__.__name__})"
         ) from None
+
+
+def drop_rows(rows: DataFrame, reason: Column | str, item_id: Column | str, *, split: Column | str | None = None,
+              role: Column | str | None = None, text: Column | str | None = None,
+              detail: Column | str | None = None) -> DataFrame:
+    """Rows a stage removes, in the shape ``StageIO.write_drops`` takes (the ``drops`` table without
+    ``stage`` and ``item``). ``reason`` is a code (or a column of codes); the others name columns of
+    ``rows`` or are columns; what is not given is null."""
+
+    def column(value: Column | str | None) -> Column:
+        if value is None:
+            return F.lit(None).cast("string")
+        return value if isinstance(value, Column) else F.col(value)
+
+    return rows.select(
+        (reason if isinstance(reason, Column) else F.lit(reason)).alias("reason"),
+        column(item_id).alias("item_id"),
+        F.col("paper_id"),
+        column(split).alias("split"),
+        column(role).alias("role"),
+        column(text).alias("text"),
+        column(detail).cast("string").alias("detail"),
+    )

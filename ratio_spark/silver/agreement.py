@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ratio_spark.core.errors import UserError
+
 AND_RULE = "Both (AND)"
 HUMAN = "Human"
 
@@ -31,7 +33,7 @@ _TRUE = {"accept", "accepted", "yes", "y", "1", "true", "t"}
 _FALSE = {"reject", "rejected", "no", "n", "0", "false", "f"}
 
 
-class LabelsError(ValueError):
+class LabelsError(UserError, ValueError):
     """The labels CSV cannot be used as it is; the message says which row or column."""
 
 

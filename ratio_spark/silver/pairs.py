@@ -11,6 +11,9 @@ from typing import Callable
 
 import pandas as pd
 
+from ratio_spark.core.delta import read_delta
+from ratio_spark.core.errors import UserError
+
 PAIR_COLUMNS = [
     "query_id", "split", "move", "marker", "marker_entry", "pair_id", "paper_id",
     "query_text_original", "gold_text_original", "gold_candidate_id",
@@ -19,20 +22,13 @@ PAIR_COLUMNS = [
 _TERMINAL = (".", "?", "!", ":", ";")
 
 
-class PairsError(ValueError):
-    """The tables needed for the silver set are missing or inconsistent."""
+class PairsError(UserError, ValueError):
+    """The tables needed for the silver set are inconsistent (a missing table raises ``DeltaTableMissing``)."""
 
 
 def _read_delta(location: str, columns: list[str], split: str | None) -> pd.DataFrame:
-    from deltalake import DeltaTable
-    from deltalake.exceptions import TableNotFoundError
-
-    try:
-        table = DeltaTable(location)
-    except TableNotFoundError:
-        raise PairsError(f"no Delta table at {location}: run `ratio-spark pools` first") from None
     filters = [("split", "=", split)] if split else None
-    return table.to_pyarrow_table(columns=columns, filters=filters).to_pandas()
+    return read_delta(location, columns, filters, missing_hint="run `ratio-spark pools` first").to_pandas()
 
 
 def load_pairs(location: Callable[[str], str], split: str | None) -> pd.DataFrame:

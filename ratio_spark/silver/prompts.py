@@ -16,8 +16,9 @@ from pathlib import Path
 
 import yaml
 
+from ratio_spark.core.errors import UserError
+from ratio_spark.core.schema import MOVES
 from ratio_spark.silver.pairs import judge_text
-from ratio_spark.silver.settings import MOVES
 
 # The verdict every prompt must produce. ``reason`` comes first so that a model that writes its answer
 # in order explains before it decides. ``maxLength`` keeps a grammar-constrained small model (llama.cpp)
@@ -34,7 +35,7 @@ VERDICT_SCHEMA: dict = {
 _ID = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*-v\d+$")
 
 
-class PromptError(ValueError):
+class PromptError(UserError, ValueError):
     """A prompt file is malformed, or a configured prompt id does not exist."""
 
 

@@ -8,19 +8,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-MOVES = ("address", "broaden", "specify")
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+from ratio_spark.core.schema import MOVES
+from ratio_spark.core.strict import StrictModel
 
 
 SampleSize = int | Literal["all"]
 
 
-class SilverConfig(_Strict):
+class SilverConfig(StrictModel):
     """How the silver test set is sampled, judged and written.
 
     ``sample``: pairs per move, or ``all`` (the paper: 10K Specify, all Address and Broaden), drawn with

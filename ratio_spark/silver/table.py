@@ -12,6 +12,8 @@ from __future__ import annotations
 import pandas as pd
 import pyarrow as pa
 
+from ratio_spark.core.delta import is_delta_table, read_delta
+
 VERDICT_TYPE = pa.struct([
     ("prompt_id", pa.string()),
     ("prompt_sha256", pa.string()),
@@ -72,12 +74,12 @@ def silver_rows(
 
 def write_silver(table: pa.Table, location: str) -> None:
     """Replace the rows of the table's split(s) in one commit; create the table on first write."""
-    from deltalake import DeltaTable, write_deltalake
+    from deltalake import write_deltalake
 
     splits = sorted(set(table.column("split").to_pylist()))
     if not splits:
         raise ValueError("nothing to write: the silver rows are empty")
-    if DeltaTable.is_deltatable(location):
+    if is_delta_table(location):
         predicate = " OR ".join(f"split = '{s}'" for s in splits)
         write_deltalake(location, table, mode="overwrite", predicate=predicate, partition_by=["split"])
     else:
@@ -85,9 +87,5 @@ def write_silver(table: pa.Table, location: str) -> None:
 
 
 def read_silver(location: str, split: str | None = None) -> pd.DataFrame:
-    from deltalake import DeltaTable
-
-    if not DeltaTable.is_deltatable(location):
-        raise FileNotFoundError(f"no silver table at {location}: run `ratio-spark silver build` first")
     filters = [("split", "=", split)] if split else None
-    return DeltaTable(location).to_pyarrow_table(filters=filters).to_pandas()
+    return read_delta(location, filters=filters, missing_hint="run `ratio-spark silver build` first").to_pandas()

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from ratio_spark.core.delta import delta_version, is_delta_table
 from ratio_spark.evaluation.data import BenchmarkSplit, Query
 
 
@@ -100,11 +101,9 @@ def data_version(source: str | Path, splits: Sequence[str] = ("train", "validati
     """What a model was trained on: the Delta versions of ``queries`` and ``candidates`` (a tables root),
     or the sha256 of the release's ``manifest.json`` and of the Parquet/JSONL files of ``splits``."""
     root = Path(source)
-    if (root / "queries" / "_delta_log").is_dir():
-        from deltalake import DeltaTable
-
+    if is_delta_table(root / "queries"):
         return {"kind": "delta", "root": str(root.resolve()),
-                "versions": {name: DeltaTable(str(root / name)).version() for name in ("queries", "candidates")}}
+                "versions": {name: delta_version(root / name) for name in ("queries", "candidates")}}
     digest = hashlib.sha256()
     files = [root / "manifest.json"] if (root / "manifest.json").is_file() else []
     for split in splits:

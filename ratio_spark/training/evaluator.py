@@ -19,6 +19,7 @@ from ratio_spark.evaluation.data import BenchmarkSplit
 from ratio_spark.evaluation.metrics import mean_metrics, query_metrics
 from ratio_spark.evaluation.retrieval.base import retrieve
 from ratio_spark.evaluation.retrieval.dense import DEFAULT_INSTRUCTION_TEMPLATE, DenseRetriever
+from ratio_spark.training.settings import TrainingInputError
 
 PRIMARY = "mrr@10"
 CUTOFFS = (1, 10, 100)  # what the curves show: R@1, R@10, R@100 and MRR@10
@@ -39,7 +40,7 @@ class ValidationEvaluator(BaseEvaluator):
         self.prefix = prefix
         self.moves = [m for m in (moves or list(split.queries)) if split.queries.get(m)]
         if not self.moves:
-            raise ValueError(f"the validation split has no queries for {moves or list(split.queries)}: model "
+            raise TrainingInputError(f"the validation split has no queries for {moves or list(split.queries)}: model "
                              "selection needs some (build the validation split, or pick moves that have queries)")
         self.batch_size = batch_size
         self.instruction_template = instruction_template

@@ -19,8 +19,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from ratio_spark.evaluation.reports import markdown_table
 from ratio_spark.evaluation.runner import MOVE_ORDER
 from ratio_spark.training.evaluator import PRIMARY
+from ratio_spark.training.settings import TrainingInputError
 
 TABLE_METRICS = ("R@1", "R@5", "R@10", "R@100", "M@10", "M@100")
 
@@ -32,7 +34,7 @@ def load_runs(paths) -> list[dict]:
         path = Path(path)
         path = path / "training_summary.json" if path.is_dir() else path
         if not path.is_file():
-            raise FileNotFoundError(f"no training summary at {path}: give a run folder written by ratio-spark train")
+            raise TrainingInputError(f"no training summary at {path}: give a run folder written by ratio-spark train")
         runs.append(json.loads(path.read_text()))
     return runs
 
@@ -85,7 +87,7 @@ def plot_curves(runs: list[dict], path: str | Path, metric: str = PRIMARY) -> No
 def _evaluation(folder: str | Path) -> tuple[pd.DataFrame, list[dict], dict]:
     folder = Path(folder)
     if not (folder / "metrics.csv").is_file() or not (folder / "summary.json").is_file():
-        raise FileNotFoundError(f"{folder} is not a results folder of ratio-spark evaluate (metrics.csv, summary.json)")
+        raise TrainingInputError(f"{folder} is not a results folder of ratio-spark evaluate (metrics.csv, summary.json)")
     metrics = pd.read_csv(folder / "metrics.csv")
     summary = json.loads((folder / "summary.json").read_text())
     return metrics[metrics["pool"] == "full"], summary["systems"], summary
@@ -189,15 +191,13 @@ def transfer_rows(metrics: pd.DataFrame, systems: list[dict], runs: list[dict], 
 
 
 def _table_markdown(rows: pd.DataFrame, move: str, not_run: list[str]) -> str:
-    from ratio_spark.evaluation.reports import _markdown
-
     part = rows[rows["move"] == move]
     table = part.pivot_table(index="row", columns="metric", values="value", sort=False, dropna=False)
     table = table.reindex(columns=list(TABLE_METRICS))
     for label in not_run:
         table.loc[label] = float("nan")
     table.index.name = "system"
-    return _markdown(table)
+    return markdown_table(table)
 
 
 def _transfer_markdown(rows: pd.DataFrame) -> str:
@@ -224,8 +224,6 @@ def _transfer_markdown(rows: pd.DataFrame) -> str:
 def write_report(evaluation: str | Path, run_paths, out: str | Path, baselines: dict[str, str] | None = None,
                  not_run: list[str] | None = None) -> dict[str, str]:
     """``training_results.md`` (Table 1/7 shape per move, headline MRR@10, transfer), the CSVs and the curves."""
-    from ratio_spark.evaluation.reports import _markdown
-
     metrics, systems, summary = _evaluation(evaluation)
     runs = load_runs(run_paths)
     baselines = baselines or {}
@@ -253,7 +251,7 @@ def write_report(evaluation: str | Path, run_paths, out: str | Path, baselines: 
         "",
         "## MRR@10",
         "",
-        _markdown(head),
+        markdown_table(head),
         "",
     ]
     for move in moves:

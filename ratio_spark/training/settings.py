@@ -1,72 +1,33 @@
-"""The ``training:`` section of the YAML configuration (``ratio-spark train``) and the hyperparameter files.
+"""The ``training:`` section of the YAML configuration (``ratio-spark train``).
 
 Two layers, as in the paper (appendix C, Table 6): the *run* (which moves, model, prefix, loss, where the
 data and the models are) lives in the configuration; the *hyperparameter configurations* tried for a model
 live in versioned files (``conf/training/<model>.yaml``), one entry per configuration in the shape of
 Table 6 (epochs, batch size per device, learning rate, weight decay, warmup ratio, max grad norm, freeze
 ratio, max sequence length, seed, rationale). ``ratio-spark train`` runs the selected configurations and
-keeps the one with the best validation MRR@10.
+keeps the one with the best validation MRR@10 (``ratio_spark.training.hyperparameters``).
 
 Pure pydantic, no torch: loading a configuration never imports the training stack.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from ratio_spark.core.errors import UserError
+from ratio_spark.core.strict import StrictModel
 
 MoveName = Literal["address", "broaden", "specify"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class TrainingInputError(UserError, ValueError):
+    """What ``ratio-spark train`` was given cannot be trained on (a hyperparameter file, too few pairs, a model
+    it cannot freeze, a folder that is not a run): one line naming it and how to fix it."""
 
 
-class HyperParameters(_Strict):
-    """One row of the paper's Table 6. ``batch_size`` is per device: with N processes, each query sees
-    ``batch_size * N - 1`` in-batch negatives (the losses gather across devices)."""
-
-    id: str
-    epochs: float = Field(default=1, gt=0)
-    batch_size: int = Field(default=32, ge=2)
-    learning_rate: float = Field(default=2e-5, gt=0)
-    weight_decay: float = Field(default=0.01, ge=0)
-    warmup_ratio: float = Field(default=0.1, ge=0, lt=1)
-    max_grad_norm: float = Field(default=1.0, gt=0)
-    freeze_ratio: float = Field(default=0.0, ge=0, lt=1)  # share of the bottom transformer layers kept frozen
-    max_seq_length: int | None = Field(default=None, ge=8)  # None: the model's own
-    scale: float = Field(default=20.0, gt=0)  # MNRL's inverse temperature
-    seed: int = 42
-    rationale: str = ""
-
-    @field_validator("id", mode="before")
-    @classmethod
-    def _as_text(cls, value):
-        return str(value)
-
-
-class HyperParameterFile(_Strict):
-    """A versioned file of configurations for one model (``conf/training/*.yaml``)."""
-
-    model: str | None = None  # the model the file was written for (documentation; not enforced)
-    version: str = "1"
-    notes: str = ""
-    configurations: list[HyperParameters]
-
-    @model_validator(mode="after")
-    def _unique_ids(self) -> "HyperParameterFile":
-        ids = [c.id for c in self.configurations]
-        if not ids:
-            raise ValueError("configurations is empty")
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"configuration ids repeat: {ids}")
-        return self
-
-
-class HardNegativeSettings(_Strict):
+class HardNegativeSettings(StrictModel):
     """Mined hard negatives (beyond the paper; off by default): for each training query, candidates of the
     train pool ranked high by ``miner``, skipping the gold, the query's excluded candidates and every
     candidate from the query's own paper. They become extra columns of MNRL."""
@@ -78,7 +39,7 @@ class HardNegativeSettings(_Strict):
     depth: int = Field(default=100, ge=1)  # candidates retrieved per query before filtering
 
 
-class DistributedSettings(_Strict):
+class DistributedSettings(StrictModel):
     """How to launch several training processes. ``none``: this process (torchrun/accelerate launch it
     themselves, see docs/training.md); ``torch_distributor``: PySpark's TorchDistributor."""
 
@@ -89,7 +50,7 @@ class DistributedSettings(_Strict):
     backend: Literal["gloo", "nccl"] | None = None  # None: nccl on GPUs, gloo on CPUs
 
 
-class TrainingConfig(_Strict):
+class TrainingConfig(StrictModel):
     """What ``ratio-spark train`` trains, on which data, and where it writes; command-line flags override."""
 
     source: str | None = None  # tables root or release root; default: tables.root
@@ -131,26 +92,3 @@ class TrainingConfig(_Strict):
             raise ValueError("mode unified needs prefix instructions: the move is given to the model as its "
                              "instruction (the paper's appendix C)")
         return self
-
-
-def load_hyperparameters(path: str | Path, ids: list[str] | None = None) -> list[HyperParameters]:
-    """The configurations of a hyperparameter file (all, or those with the given ids, in file order)."""
-    path = Path(path)
-    try:
-        tree = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"hyperparameter file not found: {path} (training.hyperparameters)") from None
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path} is not valid YAML: {exc}") from None
-    try:
-        parsed = HyperParameterFile.model_validate(tree or {})
-    except ValidationError as exc:
-        lines = [f"  {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
-        raise ValueError(f"invalid hyperparameter file {path}:\n" + "\n".join(lines)) from None
-    if ids is None:
-        return parsed.configurations
-    known = {c.id: c for c in parsed.configurations}
-    unknown = [i for i in ids if i not in known]
-    if unknown:
-        raise ValueError(f"{path} has no configuration {unknown}; it has {list(known)} (training.configurations)")
-    return [known[i] for i in ids]

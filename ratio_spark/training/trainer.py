@@ -35,7 +35,8 @@ from ratio_spark.evaluation.retrieval.dense import DenseRetriever
 from ratio_spark.evaluation.settings import EvaluationConfig
 from ratio_spark.training.data import TrainingPairs, add_hard_negatives, data_version, training_pairs
 from ratio_spark.training.evaluator import PRIMARY, ValidationEvaluator
-from ratio_spark.training.settings import HyperParameters, TrainingConfig, load_hyperparameters
+from ratio_spark.training.hyperparameters import HyperParameters, load_hyperparameters
+from ratio_spark.training.settings import TrainingConfig, TrainingInputError
 
 BEST_METRIC = f"eval_validation_{PRIMARY}"
 
@@ -133,7 +134,7 @@ def freeze_bottom_layers(model, ratio: float) -> int:
     layers = getattr(encoder, "layer", None) or getattr(backbone, "layers", None)
     embeddings = getattr(backbone, "embeddings", None)
     if layers is None or embeddings is None:
-        raise ValueError(f"freeze_ratio needs a BERT-like model (embeddings + encoder layers); "
+        raise TrainingInputError(f"freeze_ratio needs a BERT-like model (embeddings + encoder layers); "
                          f"{type(backbone).__name__} has none: set freeze_ratio to 0")
     frozen = int(len(layers) * ratio)
     for module in [embeddings, *layers[:frozen]]:
@@ -208,7 +209,7 @@ def build_trainer(settings: TrainingConfig, hp: HyperParameters, pairs: dict[str
         short = {m: len(p) for m, p in pairs.items() if 0 < len(p) < hp.batch_size}
         batches = sum(len(p) // hp.batch_size for p in pairs.values())
         if short or batches < world_size():
-            raise ValueError(f"too few training pairs for {world_size()} processes at batch_size {hp.batch_size}: "
+            raise TrainingInputError(f"too few training pairs for {world_size()} processes at batch_size {hp.batch_size}: "
                              f"{ {m: len(p) for m, p in pairs.items()} } make {batches} full batches (each process "
                              f"needs one, and every move at least one); lower batch_size or use fewer processes")
     steps_per_epoch = max(1, -(-n_pairs // (hp.batch_size * world_size())))
@@ -327,7 +328,7 @@ def train_run(settings: TrainingConfig, moves: list[str], train: BenchmarkSplit,
     pairs = {m: training_pairs(train, m, settings.max_train_pairs, seed=hyperparameters[0].seed) for m in moves}
     empty = [m for m, p in pairs.items() if not len(p)]
     if len(empty) == len(moves):
-        raise ValueError(f"the train split has no pairs for {moves}: nothing to train on")
+        raise TrainingInputError(f"the train split has no pairs for {moves}: nothing to train on")
     if settings.hard_negatives.enabled:
         pairs = {m: mine_negatives(settings, p, train, evaluation) if len(p) else p for m, p in pairs.items()}
     counts = {m: p.counts for m, p in pairs.items()}

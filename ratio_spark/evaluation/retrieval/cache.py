@@ -19,9 +19,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ratio_spark.core.paths import cache_dir
+
 
 def default_cache_root() -> Path:
-    return Path(os.environ.get("RATIO_EMBEDDINGS_DIR", Path.home() / ".cache" / "ratio-spark" / "embeddings"))
+    return cache_dir("embeddings")
 
 
 def model_fingerprint(path_or_name: str) -> str:

@@ -36,13 +36,16 @@ given), ``build.json`` (inputs, counts, everything dropped and why). ``load_lexi
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ratio_spark.lexicon.loader import COLUMNS, DEFAULT_LEXICON_DIR, MOVES, SOURCES, LexiconError, load_lexicon
+from ratio_spark.core.config import DEFAULT_MAX_EXTENSION_WORDS
+from ratio_spark.core.errors import UserError
+from ratio_spark.core.schema import MARKER_SOURCES, MOVES
+from ratio_spark.core.tsv import write_tsv
+from ratio_spark.lexicon.loader import COLUMNS, LexiconError, lexicon_folder, load_lexicon
 from ratio_spark.lexicon.curation.formats import (
     LABELS_FILE,
     Candidate,
@@ -52,17 +55,16 @@ from ratio_spark.lexicon.curation.formats import (
     read_candidates,
     read_decisions,
     read_labels,
-    write_tsv,
 )
 
 MARKER_COLUMNS = (*COLUMNS, "provenance")
-SOURCE_ORDER = {s: i for i, s in enumerate(SOURCES)}
+SOURCE_ORDER = {s: i for i, s in enumerate(MARKER_SOURCES)}
 ROLE_ORDER = {"move": 0, "distractor": 1}
 EXTENSION_MODES = ("prefix", "enumerate")
 DETAIL_LIMIT = 500
 
 
-class LexiconBuildError(ValueError):
+class LexiconBuildError(UserError, ValueError):
     """The sources cannot be merged as they are; the message lists every conflict and how to settle it."""
 
 
@@ -98,15 +100,6 @@ class Entry:
 class BuildResult:
     entries: list[Entry]
     summary: dict
-
-
-def _resolve_base(base: str | Path | None) -> Path | None:
-    if base is None:
-        return None
-    folder = Path(base)
-    if not folder.exists() and not folder.is_absolute():
-        folder = DEFAULT_LEXICON_DIR / str(base)
-    return folder
 
 
 def _candidate_files(candidates_dir: Path | None, extra: list[Path]) -> list[Path]:
@@ -194,16 +187,16 @@ def build_lexicon(
     extensions: str = "prefix",
     require_decision: tuple[str, ...] = (),
     ordinals: str | Path | None = None,
-    max_extension_words: int = 5,
+    max_extension_words: int = DEFAULT_MAX_EXTENSION_WORDS,
     command: str = "",
 ) -> BuildResult:
     """Merge the inputs into ``out`` (markers.tsv, ordinals.txt, build.json); raise on conflicts."""
     started = time.time()
     if extensions not in EXTENSION_MODES:
         raise LexiconInputError(f"extensions mode {extensions!r} must be one of {EXTENSION_MODES}")
-    unknown = sorted(set(require_decision) - set(SOURCES))
+    unknown = sorted(set(require_decision) - set(MARKER_SOURCES))
     if unknown:
-        raise LexiconInputError(f"require_decision sources {unknown} must be among {SOURCES}")
+        raise LexiconInputError(f"require_decision sources {unknown} must be among {MARKER_SOURCES}")
     out = Path(out)
     candidates_dir = Path(candidates_dir) if candidates_dir else None
     summary: dict = {"version": out.name, "command": command, "extensions_mode": extensions,
@@ -211,7 +204,7 @@ def build_lexicon(
 
     # 1. Inputs ----------------------------------------------------------------------------------
     claims: dict[str, list[Claim]] = defaultdict(list)
-    base_folder = _resolve_base(base)
+    base_folder = lexicon_folder(base) if base is not None else None
     base_lexicon = load_lexicon(base_folder) if base_folder is not None else None
     if base_lexicon is not None:
         for m in base_lexicon.markers:
@@ -357,9 +350,9 @@ def build_lexicon(
                                 SOURCE_ORDER[e.source], not e.extendable, e.marker))
     out.mkdir(parents=True, exist_ok=True)
     write_tsv(out / "markers.tsv", MARKER_COLUMNS, (e.row() for e in entries))
-    ordinals_source = Path(ordinals) if ordinals else (base_folder / "ordinals.txt" if base_folder else DEFAULT_LEXICON_DIR / "v1" / "ordinals.txt")
-    if ordinals_source.exists() and ordinals_source.resolve() != (out / "ordinals.txt").resolve():
-        shutil.copyfile(ordinals_source, out / "ordinals.txt")
+    ordinals_source = Path(ordinals) if ordinals else (base_folder or lexicon_folder("v1")) / "ordinals.txt"
+    if ordinals_source.is_file() and not (isinstance(ordinals_source, Path) and ordinals_source.resolve() == (out / "ordinals.txt").resolve()):
+        (out / "ordinals.txt").write_bytes(ordinals_source.read_bytes())
     try:
         lexicon = load_lexicon(out)
     except LexiconError as exc:  # the build must never write what the loader refuses

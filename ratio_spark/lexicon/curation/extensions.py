@@ -14,14 +14,15 @@ or from the extendable markers of an existing lexicon.
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from ratio_spark.lexicon.loader import MOVES, Lexicon
+from ratio_spark.core.schema import MOVES
+from ratio_spark.core.tsv import read_tsv
+from ratio_spark.lexicon.loader import Lexicon
 from ratio_spark.lexicon.curation.formats import Candidate, LexiconInputError, normalise_marker
 from ratio_spark.pipeline.pairs import consecutive_pairs
 from ratio_spark.lexicon.curation.spans import opening_span
@@ -56,21 +57,15 @@ def _checked(text: str, move: str, where: str) -> Prefix:
 def read_prefixes(path: str | Path) -> list[Prefix]:
     """Read a prefixes TSV: prefix, move, note (optional)."""
     path = Path(path)
-    if not path.exists():
-        raise LexiconInputError(f"{path}: file not found")
     out, problems = [], []
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle, delimiter="\t")
-        if not {"prefix", "move"} <= set(reader.fieldnames or []):
-            raise LexiconInputError(f"{path}: needs columns prefix and move (tab-separated), found {reader.fieldnames}")
-        for line_no, row in enumerate(reader, start=2):
-            if not (row.get("prefix") or "").strip():
-                continue
-            try:
-                p = _checked(row["prefix"], row.get("move") or "", f"{path.name}:{line_no}")
-                out.append(Prefix(p.prefix, p.move, (row.get("note") or "").strip()))
-            except LexiconInputError as exc:
-                problems.append(str(exc))
+    for line_no, row in read_tsv(path, ("prefix", "move"), error=LexiconInputError):
+        if not row["prefix"]:
+            continue
+        try:
+            p = _checked(row["prefix"], row["move"], f"{path.name}:{line_no}")
+            out.append(Prefix(p.prefix, p.move, row.get("note", "")))
+        except LexiconInputError as exc:
+            problems.append(str(exc))
     if problems:
         raise LexiconInputError(f"{path} has {len(problems)} problem(s):\n  " + "\n  ".join(problems))
     return out

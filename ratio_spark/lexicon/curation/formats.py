@@ -13,21 +13,21 @@ Every source writes candidates in one TSV format, so the build merges them unifo
                               | reject (label optional: why) | empty (not decided yet)
 
 Marker text is normalised exactly like sentences (``ratio_spark.core.text.normalize_text``) with no
-trailing comma. Files are TSV as Python's csv module reads them (a field is quoted only when it holds a tab or a
-newline or starts with a quote). Every reader collects all problems of a file and raises one error that lists them
-with their line numbers.
+trailing comma. Files are in the project's one TSV dialect (``ratio_spark.core.tsv``). Every reader collects all
+problems of a file and raises one error that lists them with their line numbers.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from ratio_spark.lexicon.loader import DISTRACTOR_CATEGORIES, MOVES, SOURCES
+from ratio_spark.core.errors import UserError
+from ratio_spark.core.schema import DISTRACTOR_CATEGORIES, MARKER_SOURCES, MOVES
 from ratio_spark.core.text import normalize_text
+from ratio_spark.core.tsv import read_tsv, write_tsv
 
 CANDIDATE_COLUMNS = ("marker", "move", "source", "provenance")
 LABEL_COLUMNS = ("marker", "move", "label", "labeller", "reason")
@@ -39,7 +39,7 @@ SOURCE_FILES = {"manual": "spans.tsv", "extension": "extension.tsv", "llm": "llm
 LABELS_FILE = "labels.tsv"
 
 
-class LexiconInputError(ValueError):
+class LexiconInputError(UserError, ValueError):
     """A candidates, labels or decisions file that breaks the format; the message lists every problem."""
 
 
@@ -72,31 +72,6 @@ class Decision:
     where: str = ""
 
 
-def _field(value) -> str:
-    """A TSV field as csv readers read it back: quoted only when it must be (tab, newline, leading quote).
-
-    JSON provenance stays readable (``{"prefix":"to address"}``, not ``"{""prefix"":...}"``): a quote
-    inside an unquoted field is literal to Python's csv module and to pandas.
-    """
-    text = "" if value is None else str(value)
-    if any(c in text for c in "\t\n\r") or text.startswith('"'):
-        return '"' + text.replace('"', '""') + '"'
-    return text
-
-
-def write_tsv(path: str | Path, header: Iterable[str], rows: Iterable[Iterable]) -> int:
-    """Write a TSV (header + rows) that ``csv.DictReader(delimiter="\\t")`` reads back exactly."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    n = 0
-    with path.open("w", encoding="utf-8", newline="") as handle:
-        handle.write("\t".join(map(_field, header)) + "\n")
-        for row in rows:
-            handle.write("\t".join(map(_field, row)) + "\n")
-            n += 1
-    return n
-
-
 def normalise_marker(text: str) -> str:
     """Marker text as the matcher sees it: normalised like sentences, no trailing comma."""
     return (normalize_text(text or "") or "").rstrip(",").strip()
@@ -107,17 +82,8 @@ def dump_provenance(provenance: dict) -> str:
 
 
 def _rows(path: Path, required: tuple[str, ...]) -> Iterable[tuple[str, dict]]:
-    if not path.exists():
-        raise LexiconInputError(f"{path}: file not found")
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle, delimiter="\t")
-        missing = [c for c in required if c not in (reader.fieldnames or [])]
-        if missing:
-            raise LexiconInputError(f"{path}: missing columns {missing}; expected {list(required)} (tab-separated)")
-        for line_no, row in enumerate(reader, start=2):
-            if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
-                continue  # blank line
-            yield f"{path.name}:{line_no}", {k: (v or "").strip() if isinstance(v, str) else "" for k, v in row.items() if k}
+    for line_no, row in read_tsv(path, required, error=LexiconInputError):
+        yield f"{path.name}:{line_no}", row
 
 
 def _check_marker(raw: str, where: str, problems: list[str]) -> str | None:
@@ -134,6 +100,14 @@ def _check_marker(raw: str, where: str, problems: list[str]) -> str | None:
     return marker
 
 
+def _check_move(raw: str, where: str, problems: list[str]) -> str | None:
+    move = raw.lower()
+    if move not in MOVES:
+        problems.append(f"{where}: move {raw!r} must be one of {MOVES}")
+        return None
+    return move
+
+
 def _raise(path: Path, problems: list[str]) -> None:
     if problems:
         shown = problems[:50] + ([f"... and {len(problems) - 50} more"] if len(problems) > 50 else [])
@@ -144,7 +118,7 @@ def source_of(value: str, path: Path) -> str | None:
     """The lexicon source of a candidate row: its ``source`` column ("llm", "llm:gpt-4o", "pattern"),
     else the source whose file this is (llm.tsv -> llm), else None."""
     head = value.split(":", 1)[0].strip().lower()
-    if head in SOURCES:
+    if head in MARKER_SOURCES:
         return head
     by_file = {name: source for source, name in SOURCE_FILES.items()}
     return by_file.get(path.name)
@@ -157,12 +131,10 @@ def read_candidates(path: str | Path) -> list[Candidate]:
     out: list[Candidate] = []
     for where, row in _rows(path, CANDIDATE_COLUMNS):
         marker = _check_marker(row["marker"], where, problems)
-        move = row["move"].lower()
-        if move not in MOVES:
-            problems.append(f"{where}: move {row['move']!r} must be one of {MOVES}")
+        move = _check_move(row["move"], where, problems)
         source = source_of(row["source"], path)
         if source is None:
-            problems.append(f"{where}: source {row['source']!r} is not one of {SOURCES} (nor is the file one of {sorted(SOURCE_FILES.values())})")
+            problems.append(f"{where}: source {row['source']!r} is not one of {MARKER_SOURCES} (nor is the file one of {sorted(SOURCE_FILES.values())})")
         try:
             provenance = json.loads(row["provenance"]) if row["provenance"] else {}
             if not isinstance(provenance, dict):
@@ -170,7 +142,7 @@ def read_candidates(path: str | Path) -> list[Candidate]:
         except ValueError as exc:
             problems.append(f"{where}: provenance must be a JSON object ({exc})")
             provenance = {}
-        if marker is None or move not in MOVES or source is None:
+        if marker is None or move is None or source is None:
             continue
         if row["source"] and row["source"] != source:
             provenance = {**provenance, "source_detail": row["source"]}
@@ -200,12 +172,10 @@ def read_labels(path: str | Path) -> list[Label]:
     out: list[Label] = []
     for where, row in _rows(path, LABEL_COLUMNS):
         marker = _check_marker(row["marker"], where, problems)
-        move, label = row["move"].lower(), row["label"].lower().replace("-", "_")
-        if move not in MOVES:
-            problems.append(f"{where}: move {row['move']!r} must be one of {MOVES}")
+        move, label = _check_move(row["move"], where, problems), row["label"].lower().replace("-", "_")
         if label not in LABELS:
             problems.append(f"{where}: label {row['label']!r} must be one of {LABELS}")
-        if marker and move in MOVES and label in LABELS:
+        if marker and move and label in LABELS:
             out.append(Label(marker, move, label, row["labeller"], row["reason"], where))
     _raise(path, problems)
     return out

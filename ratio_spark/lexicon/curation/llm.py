@@ -6,7 +6,7 @@ the lexicon, and proposes new markers. Labelling: one model labels every candida
 as ``strong_true`` (signals the move in almost all contexts), ``weak_true`` (only in some) or
 ``false``; the lexicon build keeps only ``strong_true``.
 
-Prompts are versioned files in ``lexicons/prompts/`` (``generate_markers.v1.txt``,
+Prompts are versioned package data in ``ratio_spark/lexicons/prompts/`` (``generate_markers.v1.txt``,
 ``label_marker.v1.txt``, with the move definitions in ``moves.v1.yaml``); every row records the
 prompt file it came from. All calls go through ``ratio_spark.llm.LLMClient``, so a rerun is served
 from the cache and costs nothing.
@@ -18,34 +18,35 @@ Files (read by the lexicon build):
 
 from __future__ import annotations
 
-import csv
 import json
-import os
 import re
 import string
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import yaml
 
-from ratio_spark.lexicon.loader import DEFAULT_LEXICON_DIR
+from ratio_spark.core.config import DEFAULT_MAX_EXTENSION_WORDS
+from ratio_spark.core.errors import UserError
+from ratio_spark.core.tsv import read_tsv, write_tsv
+from ratio_spark.lexicon.curation.formats import LABELS, LABELS_FILE
+from ratio_spark.lexicon.loader import SHIPPED_DIR
 from ratio_spark.llm import ChatRequest, LLMClient
 
-PROMPTS_DIR = DEFAULT_LEXICON_DIR / "prompts"
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
+
+PROMPTS_DIR = SHIPPED_DIR / "prompts"
 GENERATE_PROMPT = "generate_markers.v1.txt"
 LABEL_PROMPT = "label_marker.v1.txt"
 MOVES_FILE = "moves.v1.yaml"
-LABELS = ("strong_true", "weak_true", "false")
-CANDIDATE_COLUMNS = ("marker", "move", "source", "provenance")
-LABEL_COLUMNS = ("marker", "move", "label", "labeller", "reason")
-LABELS_FILE = "labels.tsv"
 MAX_MARKER_WORDS = 10  # curated spans have at most 7 words; extensions add up to 5 after a short prefix
 _PHRASE = re.compile(r"[a-z0-9][a-z0-9 '\-/]*")
 
 
-class LexiconLLMError(ValueError):
+class LexiconLLMError(UserError, ValueError):
     """A prompt, move definition or candidate file that cannot be used; the message says which and why."""
 
 
@@ -73,11 +74,15 @@ class Prompt:
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def load_prompt(file: str, prompts_dir: str | Path = PROMPTS_DIR) -> Prompt:
-    path = Path(prompts_dir) / file
+def _folder(folder: str | Path | Traversable) -> Path | Traversable:
+    return Path(folder) if isinstance(folder, str) else folder
+
+
+def load_prompt(file: str, prompts_dir: str | Path | Traversable = PROMPTS_DIR) -> Prompt:
+    path = _folder(prompts_dir) / file
     if not re.fullmatch(r"[a-z_]+\.v\d+\.txt", file):
         raise LexiconLLMError(f"prompt file name {file!r} must look like name.vN.txt (the version is part of the name)")
-    if not path.exists():
+    if not path.is_file():
         raise LexiconLLMError(f"prompt file not found: {path}")
     sections: dict[str, list[str]] = {}
     current = None
@@ -94,11 +99,11 @@ def load_prompt(file: str, prompts_dir: str | Path = PROMPTS_DIR) -> Prompt:
     return Prompt(file, "\n".join(sections["system"]).strip(), "\n".join(sections["user"]).strip())
 
 
-def load_moves(prompts_dir: str | Path = PROMPTS_DIR, file: str = MOVES_FILE) -> dict:
-    path = Path(prompts_dir) / file
+def load_moves(prompts_dir: str | Path | Traversable = PROMPTS_DIR, file: str = MOVES_FILE) -> dict:
+    path = _folder(prompts_dir) / file
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    except (FileNotFoundError, KeyError):  # KeyError: a file missing from a zipped package
         raise LexiconLLMError(f"move definitions not found: {path}") from None
     if not isinstance(data, dict) or "moves" not in data or "marker_conditions" not in data:
         raise LexiconLLMError(f"{path} must have marker_conditions and moves")
@@ -174,7 +179,7 @@ def generate_candidates(client: LLMClient, model_names: list[str], move: str, se
     (marker, move, source "llm", provenance) of the markers that are not seeds or in ``exclude``.
 
     Round r > 1 shows each model the markers it proposed before, so later rounds add new ones.
-    A marker that an extendable prefix already covers ("to address" + up to five words) is dropped.
+    A marker that an extendable prefix already covers ("to address" + up to mining.max_extension_words words) is dropped.
     ``stats`` (a Counter) receives the counts: proposed, kept, and each reason a phrase was dropped.
     """
     prompt = prompt or load_prompt(GENERATE_PROMPT)
@@ -210,7 +215,7 @@ def generate_candidates(client: LLMClient, model_names: list[str], move: str, se
                     stats[f"dropped:{why}"] += 1
                 elif marker in known:
                     stats["dropped:already_in_lexicon"] += 1
-                elif any(marker.startswith(p + " ") and len(marker[len(p):].split()) <= 5 for p in prefixes):
+                elif any(marker.startswith(p + " ") and len(marker[len(p):].split()) <= DEFAULT_MAX_EXTENSION_WORDS for p in prefixes):
                     stats["dropped:covered_by_extendable_prefix"] += 1
                 elif name in proposed.get(marker, []):
                     stats["dropped:repeated_by_same_model"] += 1
@@ -269,39 +274,21 @@ def label_candidates(client: LLMClient, model: str, candidates: Iterable[dict], 
 # ---------------------------------------------------------------------------------------------- files
 
 
-def candidates_dir(version: str, lexicon_root: str | Path = DEFAULT_LEXICON_DIR) -> Path:
+def candidates_dir(version: str, lexicon_root: str | Path = "lexicons") -> Path:
     return Path(lexicon_root) / version / "candidates"
 
 
-def read_tsv(path: str | Path, columns: tuple[str, ...]) -> list[dict]:
-    path = Path(path)
-    if not path.exists():
+def read_rows(path: str | Path, columns: tuple[str, ...]) -> list[dict]:
+    """The rows of a candidates or labels TSV (``core.tsv``); none when the file does not exist yet."""
+    if not Path(path).exists():
         return []
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
-        missing = [c for c in columns if c not in (reader.fieldnames or [])]
-        if missing:
-            raise LexiconLLMError(f"{path}: missing columns {missing}; expected {list(columns)}")
-        return [{c: (row.get(c) or "").strip() for c in reader.fieldnames or []} for row in reader]
+    return [row for _, row in read_tsv(path, columns, error=LexiconLLMError)]
 
 
-def _tsv_value(value: object) -> str:
-    # Plain TSV: no quoting, so tabs and newlines become spaces; a leading double quote would start a
-    # quoted field for csv readers with default settings, so it becomes a single quote.
-    text = re.sub(r"[\t\r\n]+", " ", str(value)).strip()
-    return "'" + text[1:] if text.startswith('"') else text
-
-
-def write_tsv(path: str | Path, rows: list[dict], columns: tuple[str, ...]) -> None:
-    """Atomic write, sorted by move then marker; plain TSV (no quoting, see ``_tsv_value``)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    lines = ["\t".join(columns)]
-    for row in sorted(rows, key=lambda r: (r["move"], r["marker"], r.get("labeller", ""), r.get("source", ""))):
-        lines.append("\t".join(_tsv_value(row.get(c, "")) for c in columns))
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+def write_rows(path: str | Path, rows: list[dict], columns: tuple[str, ...]) -> None:
+    """Rows sorted by move then marker, in the project's TSV dialect (``core.tsv``), replaced atomically."""
+    ordered = sorted(rows, key=lambda r: (r["move"], r["marker"], r.get("labeller", ""), r.get("source", "")))
+    write_tsv(path, columns, ([row.get(c, "") for c in columns] for row in ordered))
 
 
 def merge_candidates(existing: list[dict], new: list[dict]) -> list[dict]:
@@ -349,5 +336,5 @@ def read_all_candidates(folder: str | Path, sources: list[str] | None = None) ->
         files = [folder / f"{s}.tsv" for s in DEFAULT_LABEL_SOURCES if (folder / f"{s}.tsv").exists()]
     rows = []
     for path in files:
-        rows.extend(read_tsv(path, ("marker", "move")))
+        rows.extend(read_rows(path, ("marker", "move")))
     return rows

@@ -1,6 +1,6 @@
 """Pattern expansion (paper appendix A, Table 3): Hearst-style templates filled from term lists.
 
-Templates and term lists are data under ``lexicons/patterns/``:
+Templates and term lists are package data under ``ratio_spark/lexicons/patterns/`` (``--patterns DIR`` for another set):
 
     templates.tsv        id, move, template, note
     terms/<slot>.tsv     term, pos (verb | noun | adj | fixed), number (nouns: both | sg | pl),
@@ -28,18 +28,23 @@ candidate keeps the template and the fillers it came from in its provenance.
 
 from __future__ import annotations
 
-import csv
 import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyinflect
 
-from ratio_spark.lexicon.loader import MOVES
+from ratio_spark.core.schema import MOVES
+from ratio_spark.core.tsv import read_tsv
+from ratio_spark.lexicon.loader import SHIPPED_DIR
 from ratio_spark.lexicon.curation.formats import Candidate, LexiconInputError, normalise_marker
 
-DEFAULT_PATTERNS_DIR = Path(__file__).resolve().parents[3] / "lexicons" / "patterns"
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
+
+DEFAULT_PATTERNS_DIR = SHIPPED_DIR / "patterns"
 VERB_FORMS = ("VB", "VBZ", "VBD", "VBG", "VBN")
 NOUN_FORMS = ("NN", "NNS")
 POS = ("verb", "noun", "adj", "fixed")
@@ -295,18 +300,9 @@ def expand_template(template: Template, terms: dict[str, list[Term]]) -> list[Ca
 # --- data files ------------------------------------------------------------------------------------
 
 
-def _tsv_rows(path: Path) -> list[tuple[int, dict]]:
-    lines = path.read_text(encoding="utf-8").splitlines()
-    numbered = [(i, line) for i, line in enumerate(lines, start=1) if line.strip() and not line.lstrip().startswith("#")]
-    if not numbered:
-        return []
-    reader = csv.DictReader([line for _, line in numbered], delimiter="\t")
-    return [(numbered[k + 1][0], row) for k, row in enumerate(reader)]
-
-
-def read_terms(path: Path) -> list[Term]:
+def read_terms(path: Path | Traversable) -> list[Term]:
     problems, out = [], []
-    for line_no, row in _tsv_rows(path):
+    for line_no, row in read_tsv(path, comments=True, error=LexiconInputError):
         where = f"{path.name}:{line_no}"
         term = " ".join((row.get("term") or "").lower().split())
         pos = (row.get("pos") or "").strip().lower()
@@ -326,17 +322,19 @@ def read_terms(path: Path) -> list[Term]:
     return out
 
 
-def load_patterns(folder: str | Path = DEFAULT_PATTERNS_DIR) -> tuple[list[Template], dict[str, list[Term]]]:
+def load_patterns(folder: str | Path | Traversable = DEFAULT_PATTERNS_DIR) -> tuple[list[Template], dict[str, list[Term]]]:
     """Read templates.tsv and every terms/*.tsv; checks that each template parses and its slots exist."""
-    folder = Path(folder)
+    folder = Path(folder) if isinstance(folder, str) else folder
     templates_file = folder / "templates.tsv"
-    if not templates_file.exists():
+    if not templates_file.is_file():
         raise LexiconInputError(f"no templates.tsv in pattern folder {folder}")
-    terms = {p.stem: read_terms(p) for p in sorted((folder / "terms").glob("*.tsv"))}
+    term_files = sorted((p for p in (folder / "terms").iterdir() if p.name.endswith(".tsv")), key=lambda p: p.name) \
+        if (folder / "terms").is_dir() else []
+    terms = {p.name.removesuffix(".tsv"): read_terms(p) for p in term_files}
     templates, problems, ids = [], [], set()
-    for line_no, row in _tsv_rows(templates_file):
+    for line_no, row in read_tsv(templates_file, comments=True, error=LexiconInputError):
         where = f"templates.tsv:{line_no}"
-        tid, move, text = (row.get("id") or "").strip(), (row.get("move") or "").strip().lower(), (row.get("template") or "").strip()
+        tid, move, text = row.get("id", ""), row.get("move", "").lower(), row.get("template", "")
         if not tid or not text:
             problems.append(f"{where}: id and template are required")
             continue
@@ -379,7 +377,7 @@ class Expansion:
     duplicates: int = 0  # markers a later template produced again
 
 
-def expand_patterns(folder: str | Path = DEFAULT_PATTERNS_DIR, moves: tuple[str, ...] = MOVES, templates: list[str] | None = None) -> Expansion:
+def expand_patterns(folder: str | Path | Traversable = DEFAULT_PATTERNS_DIR, moves: tuple[str, ...] = MOVES, templates: list[str] | None = None) -> Expansion:
     """Expand every template (of the given moves / ids); a marker two templates produce is kept once, first wins."""
     all_templates, terms = load_patterns(folder)
     chosen = [t for t in all_templates if t.move in moves and (templates is None or t.id in templates)]

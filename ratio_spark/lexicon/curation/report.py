@@ -29,29 +29,27 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ratio_spark.lexicon.loader import DEFAULT_LEXICON_DIR, DISTRACTOR_CATEGORIES, MOVES, SOURCES, Lexicon
-from ratio_spark.lexicon.matcher import PairCutter, opening_regex
+from ratio_spark.core.config import DEFAULT_MAX_EXTENSION_WORDS
+from ratio_spark.core.schema import DISTRACTOR_CATEGORIES, MARKER_SOURCES, MOVES
+from ratio_spark.core.tsv import read_tsv
+from ratio_spark.lexicon.curation.formats import LexiconInputError
+from ratio_spark.lexicon.loader import Lexicon, lexicon_folder
+from ratio_spark.lexicon.matcher import PairCutter
 from ratio_spark.pipeline.pairs import consecutive_pairs
 
 AGAINST = ("mined_pairs", "pairs", "sentences")
 SOURCE_NAMES = {"manual": "Manual curation", "extension": "Extendable connective", "llm": "LLM generation", "pattern": "Pattern expansion"}
 
 
-def lexicon_folder(path: str | Path) -> Path:
-    folder = Path(path)
-    return folder if folder.exists() or folder.is_absolute() else DEFAULT_LEXICON_DIR / str(path)
-
-
 def read_provenance(folder: str | Path) -> dict[str, dict]:
     """marker -> provenance (empty for lexicons without the column, such as v1)."""
     out: dict[str, dict] = {}
-    with (lexicon_folder(folder) / "markers.tsv").open(newline="", encoding="utf-8") as handle:
-        for row in csv.DictReader(handle, delimiter="\t"):
-            raw = (row.get("provenance") or "").strip()
-            try:
-                out[row["marker"].strip()] = json.loads(raw) if raw else {}
-            except ValueError:
-                out[row["marker"].strip()] = {}
+    for _, row in read_tsv(lexicon_folder(folder) / "markers.tsv", ("marker",)):
+        raw = row.get("provenance", "")
+        try:
+            out[row["marker"]] = json.loads(raw) if raw else {}
+        except ValueError:
+            out[row["marker"]] = {}
     return out
 
 
@@ -70,12 +68,12 @@ def unit_of(marker: str, source: str, provenance: dict) -> str:
 _OCCURRENCE_FIELDS = [T.StructField("marker_entry", T.StringType()), T.StructField("marker", T.StringType())]
 
 
-def match_openings(texts: DataFrame, lexicon: Lexicon, require_comma: bool = True, max_extension_words: int = 5) -> DataFrame:
+def match_openings(texts: DataFrame, lexicon: Lexicon, require_comma: bool = True, max_extension_words: int = DEFAULT_MAX_EXTENSION_WORDS) -> DataFrame:
     """(marker_entry, marker) for every row of ``texts`` (a ``norm_text`` column) that opens with a marker."""
     spark = texts.sparkSession
     cutter = PairCutter(lexicon, require_comma, max_extension_words)
     broadcast = spark.sparkContext.broadcast(cutter)
-    candidates = texts.select("norm_text").where(F.col("norm_text").rlike(opening_regex(m.text for m in lexicon.markers)))
+    candidates = texts.select("norm_text").where(F.col("norm_text").rlike(cutter.opening_regex()))
     arrow_schema = pa.schema([pa.field("marker_entry", pa.string()), pa.field("marker", pa.string())])
 
     def run(batches):
@@ -99,7 +97,7 @@ def occurrences(
     sentences: DataFrame | None = None,
     mined_pairs: DataFrame | None = None,
     require_comma: bool = True,
-    max_extension_words: int = 5,
+    max_extension_words: int = DEFAULT_MAX_EXTENSION_WORDS,
 ) -> tuple[dict[str, dict], dict]:
     """marker entry -> {matches, variants}, and what was examined."""
     if against not in AGAINST:
@@ -109,7 +107,7 @@ def occurrences(
             raise ValueError("against=mined_pairs needs the mined_pairs table")
         versions = [r[0] for r in mined_pairs.select("lexicon_version").distinct().collect()]
         if versions and versions != [lexicon.version]:
-            raise ValueError(
+            raise LexiconInputError(
                 f"mined_pairs was mined with lexicon {versions}, not {lexicon.version!r}: mine with this lexicon "
                 f"first (--set mining.lexicon=...), or report against pairs or sentences"
             )
@@ -154,8 +152,8 @@ def table4(lexicon: Lexicon, provenance: dict[str, dict], found: dict[str, dict]
     rows = []
     for role, labels in (("move", MOVES), ("distractor", DISTRACTOR_CATEGORIES)):
         for label in labels:
-            for source in (*SOURCES, "all"):
-                keys = [(role, label, s) for s in SOURCES] if source == "all" else [(role, label, source)]
+            for source in (*MARKER_SOURCES, "all"):
+                keys = [(role, label, s) for s in MARKER_SOURCES] if source == "all" else [(role, label, source)]
                 lex = set().union(*(units[k] for k in keys))
                 data = set().union(*(data_units[k] for k in keys))
                 if source != "all" and not lex:
@@ -171,7 +169,7 @@ def produced_by_source(lexicon: Lexicon, provenance: dict[str, dict], found: dic
     """Per source: the move markers it produced (``provenance.sources``; a marker an earlier source also
     produced counts here too), how many of them are new (credited to it in Table 4), and how many occur."""
     out = []
-    for source in SOURCES:
+    for source in MARKER_SOURCES:
         produced, new, data = set(), set(), set()
         for m in lexicon.markers:
             if not m.is_move:
@@ -210,7 +208,7 @@ def render_markdown(lexicon: Lexicon, rows: list[dict], per_marker: list[dict], 
               + ". An extendable connective counts as one marker. A marker's source is the first that produced it.", ""]
     header = "| Source | " + " | ".join(f"{m.capitalize()} lexicon | {m.capitalize()} data" for m in MOVES) + " | Total lexicon | Total data |"
     lines += [header, "|" + "---|" * (2 + 2 * len(MOVES) + 1)]
-    for source in (*SOURCES, "all"):
+    for source in (*MARKER_SOURCES, "all"):
         name = "Total" if source == "all" else SOURCE_NAMES[source]
         cells = []
         lex_total = data_total = 0
@@ -273,7 +271,7 @@ def lexicon_report(
     mined_pairs: DataFrame | None = None,
     corpus: str = "",
     require_comma: bool = True,
-    max_extension_words: int = 5,
+    max_extension_words: int = DEFAULT_MAX_EXTENSION_WORDS,
 ) -> dict:
     """Compute and write the report; ``against`` None gives the Lexicon side only (no Spark needed)."""
     started = time.time()
@@ -285,7 +283,7 @@ def lexicon_report(
     provenance = read_provenance(folder)
     rows, per_marker = table4(lexicon, provenance, found)
     build_file = lexicon_folder(folder) / "build.json"
-    candidates = json.loads(build_file.read_text()).get("candidates_by_source") if build_file.exists() else None
+    candidates = json.loads(build_file.read_text(encoding="utf-8")).get("candidates_by_source") if build_file.is_file() else None
     meta = {"lexicon": lexicon.version, "lexicon_folder": str(lexicon_folder(folder)), "markers": len(lexicon.markers),
             "against": against, "corpus": corpus or None, **examined}
     summary = write_report(out, lexicon, rows, per_marker, meta, produced_by_source(lexicon, provenance, found), candidates)

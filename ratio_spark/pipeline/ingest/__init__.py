@@ -7,16 +7,12 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from ratio_spark.core.config import Config
+from ratio_spark.core.config import Config, ConfigError
 from ratio_spark.pipeline.ingest.options import ReaderOptions
-from ratio_spark.pipeline.ingest.records import Reason
+from ratio_spark.core.schema import TABLES, Reason
 from ratio_spark.pipeline.ingest.spark_io import read_records
 
-PAPER_COLUMNS = [
-    "paper_id", "pub_date", "date_precision", "date_source", "title", "sections", "source_format", "source_path",
-]
 INPUT_ORDER = "_input_order"  # position of the input in the configuration: earlier inputs win duplicates
-REJECT_COLUMNS = ["source_path", "source_format", "paper_id", "reason", "detail"]
 
 
 @dataclass
@@ -28,7 +24,7 @@ class IngestResult:
 
 def read_all_inputs(spark: SparkSession, config: Config) -> DataFrame:
     if not config.inputs:
-        raise ValueError("the configuration has no inputs: add at least one under `inputs:`")
+        raise ConfigError("the configuration has no inputs: add at least one under `inputs:`")
     frames = []
     for index, inp in enumerate(config.inputs):
         options = ReaderOptions.from_config(inp, config.ingest)
@@ -70,4 +66,5 @@ def ingest(spark: SparkSession, config: Config) -> IngestResult:
         "source_path", "source_format", "paper_id",
         F.col("reject_reason").alias("reason"), F.col("reject_detail").alias("detail"),
     ).unionByName(duplicates)
-    return IngestResult(records=records, papers=papers.select(*PAPER_COLUMNS), rejects=rejects.select(*REJECT_COLUMNS))
+    return IngestResult(records=records, papers=papers.select(*TABLES["papers"].column_names),
+                        rejects=rejects.select(*TABLES["rejects"].column_names))

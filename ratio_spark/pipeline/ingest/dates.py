@@ -6,7 +6,8 @@ import datetime as dt
 import re
 from typing import Any, TypedDict
 
-from ratio_spark.pipeline.ingest.records import Reason
+from ratio_spark.core.schema import Reason
+
 
 _MONTHS = {
     m: i + 1

@@ -15,18 +15,12 @@ from typing import Any
 
 from ratio_spark.pipeline.ingest.options import ReaderOptions
 from ratio_spark.pipeline.ingest.dates import parse_iso_date, resolve_date
-from ratio_spark.pipeline.ingest.records import ParsedRecord, Reason, reject
-from ratio_spark.core.text import dehyphenate
+from ratio_spark.core.schema import Reason
+from ratio_spark.pipeline.ingest.records import ParsedRecord, paper_record, reject
 
 FORMAT = "jsonl"
-_WS = re.compile(r"\s+")
 # pub_date must be ISO (the shared free-text parser would read "2014-13-45" as the year 2014).
 _STRICT_ISO = re.compile(r"^\d{4}(?:-\d{2}(?:-\d{2})?)?$")
-
-
-def _clean(text: str, options: ReaderOptions) -> str:
-    text = _WS.sub(" ", text).strip()
-    return dehyphenate(text) if options.dehyphenate else text
 
 
 def _valid_pub_date(raw: Any) -> bool:
@@ -50,9 +44,9 @@ def _sections(raw: Any, options: ReaderOptions) -> list[dict] | str:
             return f"sections[{i}].heading is not a string or null"
         if not isinstance(paragraphs, list) or not all(isinstance(p, str) for p in paragraphs):
             return f"sections[{i}].paragraphs is not a list of strings"
-        cleaned = [p for p in (_clean(p, options) for p in paragraphs) if p]
+        cleaned = [p for p in (options.clean(p) for p in paragraphs) if p]
         if cleaned:
-            sections.append({"heading": (_clean(heading, options) or None) if heading else None, "paragraphs": cleaned})
+            sections.append({"heading": (options.clean(heading) or None) if heading else None, "paragraphs": cleaned})
     return sections
 
 
@@ -98,21 +92,7 @@ def parse_jsonl(data: bytes, source_path: str, options: ReaderOptions) -> list[P
         reason, detail = failure.split("|", 1)
         return fail(reason, detail, paper_id)
 
-    body_chars = sum(len(p) for s in sections for p in s["paragraphs"])
-    if body_chars < options.min_body_chars:
-        return fail(Reason.EMPTY_BODY, f"{body_chars} characters of body text (minimum {options.min_body_chars})",
-                    paper_id)
-    return [
-        {
-            "paper_id": paper_id,
-            "pub_date": date["pub_date"],
-            "date_precision": date["date_precision"],
-            "date_source": rule,
-            "title": (_WS.sub(" ", title).strip() or None) if title else None,
-            "sections": sections,
-            "source_format": FORMAT,
-            "source_path": source_path,
-            "reject_reason": None,
-            "reject_detail": None,
-        }
-    ]
+    shortfall = options.body_shortfall(sections)
+    if shortfall:
+        return fail(Reason.EMPTY_BODY, shortfall, paper_id)
+    return [paper_record(FORMAT, source_path, paper_id, title, sections, date, rule)]

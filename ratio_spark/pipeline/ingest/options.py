@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ratio_spark.core.config import IngestConfig, InputConfig
+from ratio_spark.core.text import collapse_whitespace, dehyphenate
 
 
 @dataclass(frozen=True)
@@ -30,3 +31,15 @@ class ReaderOptions:
             dehyphenate=inp.dehyphenate,
             exclude_path_regex=inp.exclude_path_regex,
         )
+
+    def clean(self, text: str) -> str:
+        """A paragraph or heading as every reader keeps it: whitespace collapsed, PDF hyphens joined (if asked)."""
+        text = collapse_whitespace(text)
+        return dehyphenate(text) if self.dehyphenate else text
+
+    def body_shortfall(self, sections: list[dict]) -> str | None:
+        """Why the paper's text is too short to keep (``Reason.EMPTY_BODY``'s detail), or None."""
+        body_chars = sum(len(p) for s in sections for p in s["paragraphs"])
+        if body_chars < self.min_body_chars:
+            return f"{body_chars} characters of body text (minimum {self.min_body_chars})"
+        return None

@@ -1,9 +1,9 @@
-"""The one record shape every reader produces, and the reject reasons.
+"""The one record shape every reader produces.
 
 A reader turns raw input (bytes of a file, or a line) into ``ParsedRecord`` dicts: either a paper
-(``reject_reason`` is None) or a reject with a snake_case reason and a readable detail. Readers are
-pure Python functions over one input unit; ``ratio_spark.pipeline.ingest.spark_io`` runs them over Arrow
-batches in Spark. Nothing is dropped: every input unit yields at least one record.
+(``reject_reason`` is None) or a reject with a reason code (``ratio_spark.core.schema.Reason``, stage
+ingest) and a readable detail. Readers are pure Python functions over one input unit;
+``ratio_spark.pipeline.ingest.spark_io`` runs them over Arrow batches in Spark. Nothing is dropped: every input unit yields at least one record.
 """
 
 from __future__ import annotations
@@ -13,25 +13,8 @@ from typing import Any, TypedDict
 
 from pyspark.sql import types as T
 
-
-class Reason:
-    """Snake_case reject codes (datatrove-style: a filter says why)."""
-
-    MALFORMED_XML = "malformed_xml"
-    MALFORMED_JSON = "malformed_json"
-    UNDECODABLE_BYTES = "undecodable_bytes"
-    EMPTY_FILE = "empty_file"
-    UNREADABLE_FILE = "unreadable_file"
-    MISSING_ID = "missing_id"
-    MISSING_DATE = "missing_date"
-    UNPARSEABLE_DATE = "unparseable_date"
-    DATE_OUT_OF_RANGE = "date_out_of_range"
-    EMPTY_BODY = "empty_body"
-    UNEXPECTED_SHAPE = "unexpected_shape"
-    EXCLUDED_BY_PATH_RULE = "excluded_by_path_rule"
-    DUPLICATE_PAPER_ID = "duplicate_paper_id"
-    MISSING_METADATA = "missing_metadata"
-
+from ratio_spark.core.text import collapse_whitespace
+from ratio_spark.pipeline.ingest.bibliography import BIBLIOGRAPHY_TYPE
 
 SECTION_TYPE = T.StructType(
     [
@@ -49,6 +32,8 @@ RECORD_SCHEMA = T.StructType(
         T.StructField("date_source", T.StringType()),  # which rule set the date
         T.StructField("title", T.StringType()),
         T.StructField("sections", T.ArrayType(SECTION_TYPE)),
+        # entries + in-text mentions (ratio_spark.pipeline.ingest.bibliography); null: the format has none
+        T.StructField("bibliography", BIBLIOGRAPHY_TYPE),
         T.StructField("source_format", T.StringType()),
         T.StructField("source_path", T.StringType()),
         T.StructField("reject_reason", T.StringType()),
@@ -65,6 +50,7 @@ class ParsedRecord(TypedDict, total=False):
     date_source: str | None
     title: str | None
     sections: list[dict[str, Any]] | None
+    bibliography: dict[str, Any] | None
     source_format: str
     source_path: str
     reject_reason: str | None
@@ -78,4 +64,23 @@ def reject(source_format: str, source_path: str, reason: str, detail: str, paper
         "source_path": source_path,
         "reject_reason": reason,
         "reject_detail": detail[:500],
+    }
+
+
+def paper_record(source_format: str, source_path: str, paper_id: str, title: Any, sections: list[dict],
+                 date: dict | None, date_source: str, bibliography: dict | None = None) -> ParsedRecord:
+    """An accepted paper; ``date`` is a ``dates.ParsedDate`` (None until a later rule sets it);
+    ``bibliography`` as ``ingest.bibliography.bibliography`` builds it (None: the format has none)."""
+    return {
+        "paper_id": paper_id,
+        "pub_date": date["pub_date"] if date else None,
+        "date_precision": date["date_precision"] if date else None,
+        "date_source": date_source,
+        "title": (collapse_whitespace(title) or None) if isinstance(title, str) else None,
+        "sections": sections,
+        "bibliography": bibliography,
+        "source_format": source_format,
+        "source_path": source_path,
+        "reject_reason": None,
+        "reject_detail": None,
     }

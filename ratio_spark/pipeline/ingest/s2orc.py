@@ -12,7 +12,6 @@ corpusid in Spark by ``read_s2orc_current``.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import pyarrow as pa
@@ -21,18 +20,19 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from ratio_spark.core.config import InputConfig
+from ratio_spark.core.config import ConfigError, InputConfig
+from ratio_spark.core.text import dehyphenate
+from ratio_spark.pipeline.ingest import bibliography as bib
 from ratio_spark.pipeline.ingest.options import ReaderOptions
 from ratio_spark.pipeline.ingest.dates import paper_id_from_path, resolve_date
-from ratio_spark.pipeline.ingest.records import RECORD_COLUMNS, ParsedRecord, Reason, reject
+from ratio_spark.core.schema import Reason
+from ratio_spark.pipeline.ingest.records import RECORD_COLUMNS, ParsedRecord, paper_record, reject
 from ratio_spark.pipeline.ingest.spark_io import read_records
-from ratio_spark.core.text import dehyphenate
 
 FORMAT_2020 = "s2orc_2020"
 FORMAT_CURRENT = "s2orc_current"
 # date_source of a parsed s2orc_current paper until read_s2orc_current joins its metadata.
 PENDING_METADATA = "pending_metadata"
-_WS = re.compile(r"\s+")
 
 
 class _Reject(Exception):
@@ -43,11 +43,6 @@ class _Reject(Exception):
         self.reason = reason
         self.detail = detail
         self.paper_id = paper_id
-
-
-def _clean(text: str, options: ReaderOptions) -> str:
-    text = _WS.sub(" ", text).strip()
-    return dehyphenate(text) if options.dehyphenate else text
 
 
 def _load_json(data: bytes) -> Any:
@@ -72,25 +67,9 @@ def _date(options: ReaderOptions, candidates: list[tuple[str, Any]], paper_id: s
 
 
 def _check_body(sections: list[dict], options: ReaderOptions) -> None:
-    body_chars = sum(len(p) for s in sections for p in s["paragraphs"])
-    if body_chars < options.min_body_chars:
-        raise _Reject(Reason.EMPTY_BODY, f"{body_chars} characters of body text (minimum {options.min_body_chars})")
-
-
-def _paper(fmt: str, source_path: str, paper_id: str, title: Any, sections: list[dict],
-           date: dict | None, date_source: str) -> ParsedRecord:
-    return {
-        "paper_id": paper_id,
-        "pub_date": date["pub_date"] if date else None,
-        "date_precision": date["date_precision"] if date else None,
-        "date_source": date_source,
-        "title": (_WS.sub(" ", title).strip() or None) if isinstance(title, str) else None,
-        "sections": sections,
-        "source_format": fmt,
-        "source_path": source_path,
-        "reject_reason": None,
-        "reject_detail": None,
-    }
+    shortfall = options.body_shortfall(sections)
+    if shortfall:
+        raise _Reject(Reason.EMPTY_BODY, shortfall)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -109,7 +88,7 @@ def _paragraph_texts(items: Any, where: str, options: ReaderOptions) -> list[tup
         if not isinstance(item, dict) or not isinstance(item.get("text"), str):
             raise _Reject(Reason.UNEXPECTED_SHAPE, f"{where} holds a paragraph without a text string")
         section = item.get("section")
-        out.append(((_clean(section, options) or None) if isinstance(section, str) else None, item["text"]))
+        out.append(((options.clean(section) or None) if isinstance(section, str) else None, item["text"]))
     return out
 
 
@@ -123,14 +102,14 @@ def _group_2020(abstract: list[str], body: list[tuple[str | None, str]], options
         body = body[:-1]
     sections: list[dict] = []
     for heading, text in body:
-        text = _clean(text, options)
+        text = options.clean(text)
         if not text:
             continue
         if sections and sections[-1]["heading"] == heading:
             sections[-1]["paragraphs"].append(text)
         else:
             sections.append({"heading": heading, "paragraphs": [text]})
-    abstract = [p for p in (_clean(t, options) for t in abstract) if p]
+    abstract = [p for p in (options.clean(t) for t in abstract) if p]
     return ([{"heading": "Abstract", "paragraphs": abstract}] if abstract else []) + sections
 
 
@@ -176,7 +155,53 @@ def _parse_2020(data: bytes, source_path: str, options: ReaderOptions) -> Parsed
     except _Reject as exc:
         exc.paper_id = paper_id
         raise
-    return _paper(FORMAT_2020, source_path, paper_id, obj.get("title") or metadata.get("title"), sections, date, rule)
+    bibliography = bib.safe_bibliography(lambda: _bibliography_2020(pdf_parse, sections, options))
+    return paper_record(FORMAT_2020, source_path, paper_id, obj.get("title") or metadata.get("title"), sections, date, rule,
+                        bibliography)
+
+
+def _author_name(author: Any) -> str:
+    if not isinstance(author, dict):
+        return ""
+    middle = author.get("middle") or []
+    parts = [author.get("first") or "", *(middle if isinstance(middle, list) else [middle]), author.get("last") or ""]
+    return " ".join(p.strip() for p in parts if isinstance(p, str) and p.strip())
+
+
+def _bibliography_2020(pdf_parse: dict, sections: list[dict], options: ReaderOptions) -> dict:
+    """``bib_entries`` (keyed BIBREF0, ...) and the ``cite_spans`` of the abstract and body paragraphs.
+
+    Ids: ``other_ids`` DOI / arXiv lists, ``links`` (the matched Semantic Scholar paper id), and ACL
+    Anthology ids found in DOIs, URLs or the raw reference string.
+    """
+    clean = dehyphenate if options.dehyphenate else None
+    entries = []
+    raw_entries = pdf_parse.get("bib_entries") or {}
+    if not isinstance(raw_entries, dict):
+        raise ValueError(f"bib_entries is {type(raw_entries).__name__}, not an object")
+    for key, item in raw_entries.items():
+        if not isinstance(item, dict):
+            continue
+        other = item.get("other_ids") if isinstance(item.get("other_ids"), dict) else {}
+        ids_text = " ".join(str(v) for values in other.values() for v in (values if isinstance(values, list) else [values]))
+        urls = item.get("urls") if isinstance(item.get("urls"), list) else []
+        every = " ".join([ids_text, *map(str, urls), str(item.get("link") or ""), str(item.get("raw_text") or "")])
+        doi = next((bib.find_doi(str(v)) for v in other.get("DOI") or []), None)
+        arxiv = next((bib.find_arxiv_id(str(v), assume_arxiv=True) for v in other.get("arXiv") or []), None)
+        authors = item.get("authors") if isinstance(item.get("authors"), list) else []
+        entries.append(bib.entry(
+            str(key), title=bib.clean_field(item.get("title"), clean), authors=[_author_name(a) for a in authors],
+            year=item.get("year"), venue=bib.clean_field(item.get("venue"), clean), doi=doi or bib.find_doi(ids_text),
+            arxiv_id=arxiv, acl_id=bib.find_acl_id(every), s2_id=item.get("links") if isinstance(item.get("links"), (str, int)) else None,
+        ))
+    paragraphs = []
+    for item in [*(pdf_parse.get("abstract") or []), *(pdf_parse.get("body_text") or [])]:
+        spans = item.get("cite_spans") if isinstance(item, dict) else None
+        markers = [(s.get("ref_id") or None, int(s["start"]), int(s["end"])) for s in spans or []
+                   if isinstance(s, dict) and isinstance(s.get("start"), int) and isinstance(s.get("end"), int)]
+        paragraphs.append((item.get("text") or "", markers))
+    mentions = bib.locate_mentions(sections, paragraphs, options.clean)
+    return bib.bibliography(entries, mentions)
 
 
 def _run(parse, fmt: str, data: bytes, source_path: str, options: ReaderOptions) -> list[ParsedRecord]:
@@ -220,7 +245,7 @@ def _sections_current(text: str, annotations: dict, options: ReaderOptions) -> l
     abstract_spans = _spans(annotations, "abstract")
     headers = _spans(annotations, "sectionheader")
     sections: list[dict] = []
-    abstract = [p for p in (_clean(text[s:e], options) for s, e in abstract_spans) if p]
+    abstract = [p for p in (options.clean(text[s:e]) for s, e in abstract_spans) if p]
     if abstract:
         sections.append({"heading": "Abstract", "paragraphs": abstract})
     current_header = -1  # index into headers; -1: before the first header
@@ -231,11 +256,11 @@ def _sections_current(text: str, annotations: dict, options: ReaderOptions) -> l
         header = current_header
         while header + 1 < len(headers) and headers[header + 1][0] <= start:
             header += 1
-        paragraph = _clean(text[start:end], options)
+        paragraph = options.clean(text[start:end])
         if not paragraph:
             continue
         if section is None or header != current_header:
-            heading = _clean(text[headers[header][0]:headers[header][1]], options) if header >= 0 else None
+            heading = options.clean(text[headers[header][0]:headers[header][1]]) if header >= 0 else None
             section = {"heading": heading or None, "paragraphs": []}
             sections.append(section)
             current_header = header
@@ -270,7 +295,57 @@ def _parse_current(data: bytes, source_path: str, options: ReaderOptions) -> Par
         raise
     title_spans = _spans(annotations, "title", strict=False)
     title = " ".join(text[s:e] for s, e in title_spans) if title_spans else None
-    return _paper(FORMAT_CURRENT, source_path, paper_id, title, sections, None, PENDING_METADATA)
+    bibliography = bib.safe_bibliography(lambda: _bibliography_current(text, annotations, sections, options))
+    return paper_record(FORMAT_CURRENT, source_path, paper_id, title, sections, None, PENDING_METADATA, bibliography)
+
+
+def _annotation_items(annotations: dict, name: str) -> list[dict]:
+    """Spans of one annotation with their ``attributes`` (the JSON-string value parsed)."""
+    raw = annotations.get(name)
+    if raw in (None, ""):
+        return []
+    items = json.loads(raw) if isinstance(raw, str) else raw
+    return [i for i in items if isinstance(i, dict) and isinstance(i.get("start"), int) and isinstance(i.get("end"), int)]
+
+
+def _bibliography_current(text: str, annotations: dict, sections: list[dict], options: ReaderOptions) -> dict:
+    """``bibentry`` spans (attributes ``id`` and ``matched_paper_id``, the cited paper's corpus id) with
+    the ``bibtitle`` / ``bibauthor`` / ``bibvenue`` spans inside them, and ``bibref`` markers (attribute
+    ``ref_id``) located in the abstract and paragraph spans. The year is the first year in the entry's
+    text; DOI, arXiv and ACL ids are read from it too."""
+    clean = dehyphenate if options.dehyphenate else None
+
+    def inside(name: str, start: int, end: int) -> list[str]:
+        return [text[i["start"]:i["end"]] for i in parts[name] if start <= i["start"] and i["end"] <= end]
+
+    parts = {name: _annotation_items(annotations, name) for name in ("bibtitle", "bibauthor", "bibvenue")}
+    entries = []
+    for index, item in enumerate(sorted(_annotation_items(annotations, "bibentry"), key=lambda i: i["start"])):
+        attributes = item.get("attributes") if isinstance(item.get("attributes"), dict) else {}
+        start, end = item["start"], item["end"]
+        raw = text[start:end]
+        titles = inside("bibtitle", start, end)
+        venues = inside("bibvenue", start, end)
+        entries.append(bib.entry(
+            str(attributes.get("id") or attributes.get("ref_id") or f"b{index}"),
+            title=bib.clean_field(titles[0], clean) if titles else None,
+            authors=[bib.clean_field(a) or "" for a in inside("bibauthor", start, end)],
+            year=bib.find_year(raw), venue=bib.clean_field(venues[0], clean) if venues else None,
+            doi=bib.find_doi(raw), arxiv_id=bib.find_arxiv_id(raw), acl_id=bib.find_acl_id(raw),
+            s2_id=attributes.get("matched_paper_id"),
+        ))
+    refs = []
+    for item in _annotation_items(annotations, "bibref"):
+        attributes = item.get("attributes") if isinstance(item.get("attributes"), dict) else {}
+        refs.append((str(attributes["ref_id"]) if attributes.get("ref_id") is not None else None, item["start"], item["end"]))
+    abstract = _spans(annotations, "abstract")
+    body = [(s, e) for s, e in _spans(annotations, "paragraph") if not any(a <= s < b for a, b in abstract)]
+    paragraphs = [
+        (text[start:end], [(ref, s - start, e - start) for ref, s, e in refs if start <= s < end])
+        for start, end in sorted(abstract + body)
+    ]
+    mentions = bib.locate_mentions(sections, paragraphs, options.clean)
+    return bib.bibliography(entries, mentions)
 
 
 def parse_s2orc_current(data: bytes, source_path: str, options: ReaderOptions) -> list[ParsedRecord]:
@@ -338,7 +413,7 @@ def read_s2orc_current(spark: SparkSession, inp: InputConfig, options: ReaderOpt
     duplicate metadata rows for one corpusid keep one arbitrary row, so the join never multiplies papers.
     """
     if not inp.metadata_path:
-        raise ValueError(f"input {inp.name!r}: format s2orc_current needs metadata_path (the papers dataset)")
+        raise ConfigError(f"input {inp.name!r}: format s2orc_current needs metadata_path (the papers dataset)")
     records = read_records(spark, inp.path, options)
     metadata = (
         spark.read.schema(METADATA_SCHEMA).json(inp.metadata_path)
@@ -371,6 +446,7 @@ def read_s2orc_current(spark: SparkSession, inp: InputConfig, options: ReaderOpt
         if_paper(F.col("meta_date_source")).alias("date_source"),
         if_paper(F.coalesce("meta_title", "title")).alias("title"),
         if_paper(F.col("sections")).alias("sections"),
+        if_paper(F.col("bibliography")).alias("bibliography"),
         "source_format",
         "source_path",
         reason.alias("reject_reason"),

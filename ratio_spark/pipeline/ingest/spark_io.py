@@ -1,21 +1,32 @@
 """Run the pure-Python readers over Spark in Arrow batches (``mapInArrow``), losing nothing.
 
-Two layouts of input:
-- one record per file (TEI, ``*.json``): ``binaryFile`` gives (path, bytes); tar archives
-  (``*.tar``, ``*.tar.gz``, ``*.tgz``) are opened and each member is one record.
-- one record per line (``*.jsonl``, ``*.jsonl.gz``, ``*.ndjson``): the text source splits lines in
-  the JVM; the raw bytes of each line (``value`` cast to binary) reach the reader, so undecodable
-  bytes are detected exactly rather than silently replaced.
+Three layouts of input:
+- one record per file (TEI, ``*.json``, optionally ``.gz`` / ``.bz2`` / ``.xz``): ``binaryFile`` gives
+  (path, bytes); tar archives (``*.tar``, ``*.tar.gz``, ``*.tgz``, ...) are opened and each member is one record.
+- one record per line of a plain file (``*.jsonl``, ``*.ndjson``): Spark's text source splits the file
+  across tasks; the raw bytes of each line (``value`` cast to binary) reach the reader, so undecodable bytes
+  are detected exactly rather than silently replaced.
+- one record per line of a compressed file (``*.jsonl.gz``, ``.bz2``, ``.xz``): read whole by one task (a
+  compressed stream cannot be split anyway) and decompressed here as a stream, so that damage is caught where
+  it is: the complete lines before it are kept, and one reject names the file and the damage.
+
+A file that is damaged or not what its name says (a truncated ``.gz``, a ``.gz`` that is not gzip, a tar
+archive cut short, a damaged member) becomes a reject (``truncated_file`` / ``unreadable_file``), never a
+failed job: Hadoop's codecs would throw in the middle of the job, and Spark's ``ignoreCorruptFiles`` would
+drop the rest of the file without a word. Every reject and kept record is counted in ``input_records``.
 """
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import importlib
 import io
+import lzma
 import re
 import tarfile
-from typing import Callable, Iterator
+import zlib
+from typing import IO, Callable, Iterator
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -23,7 +34,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from ratio_spark.pipeline.ingest.options import ReaderOptions
-from ratio_spark.pipeline.ingest.records import RECORD_COLUMNS, RECORD_SCHEMA, ParsedRecord, Reason, reject
+from ratio_spark.core.schema import Reason
+from ratio_spark.pipeline.ingest.records import RECORD_COLUMNS, RECORD_SCHEMA, ParsedRecord, reject
 
 # format -> "module:function" of its parser(data: bytes, source_path: str, options) -> list[ParsedRecord]
 PARSERS = {
@@ -32,8 +44,20 @@ PARSERS = {
     "s2orc_current": "ratio_spark.pipeline.ingest.s2orc:parse_s2orc_current",
     "jsonl": "ratio_spark.pipeline.ingest.jsonl:parse_jsonl",
 }
-LINE_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
-ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
+# Compression by file suffix: how to open a stream of it, and its name for messages.
+COMPRESSIONS: dict[str, tuple[Callable[[IO[bytes]], IO[bytes]], str]] = {
+    ".gz": (lambda raw: gzip.GzipFile(fileobj=raw), "gzip"),
+    ".bz2": (lambda raw: bz2.BZ2File(raw), "bzip2"),
+    ".xz": (lambda raw: lzma.LZMAFile(raw), "xz"),
+}
+# Compressions Python cannot read without extra packages: a clear reject instead of garbage records.
+UNSUPPORTED_COMPRESSIONS = (".zst", ".zstd", ".lz4", ".sz", ".snappy", ".br", ".7z", ".zip", ".rar")
+PLAIN_LINE_SUFFIXES = (".jsonl", ".ndjson")
+LINE_SUFFIXES = PLAIN_LINE_SUFFIXES + tuple(s + c for s in PLAIN_LINE_SUFFIXES for c in COMPRESSIONS)
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
+# Spark's binaryFile hands a file to Python in one piece and cannot above 2 GiB (a JVM array).
+MAX_FILE_BYTES = 2**31 - 1
+RECORDS_PER_BATCH = 512  # a compressed line file can hold 100,000s of papers: hand them back in slices
 
 Parser = Callable[[bytes, str, ReaderOptions], list[ParsedRecord]]
 
@@ -55,32 +79,113 @@ def _safe_parse(parser: Parser, data: bytes, path: str, options: ReaderOptions) 
     return records or [reject(options.format, path, Reason.UNEXPECTED_SHAPE, "the reader returned nothing")]
 
 
-def _expand_file(path: str, content: bytes) -> Iterator[tuple[str, bytes | None, str | None]]:
-    """Yield (record path, bytes, error) for a file: gunzip, or open a tar archive member by member."""
+def _suffix(path: str, suffixes) -> str | None:
     lower = path.lower()
+    return next((s for s in suffixes if lower.endswith(s)), None)
+
+
+def _damage(options: ReaderOptions, path: str, what: str, exc: BaseException, kept: str) -> ParsedRecord:
+    """One reject naming the file and the damage; ``kept`` says what was read before it."""
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, EOFError) or "unexpected end of data" in message or "truncated" in message:
+        reason, detail = Reason.TRUNCATED_FILE, f"{what} ends before its end (truncated: {message})"
+    else:
+        reason, detail = Reason.UNREADABLE_FILE, f"{what} is damaged or not what its name says ({type(exc).__name__}: {message})"
+    return reject(options.format, path, reason, f"{detail}; {kept}; fix: copy or download the file again")
+
+
+_DECOMPRESS_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError, ValueError)
+
+
+def _decompressed(path: str, content: bytes) -> tuple[bytes | None, BaseException | None]:
+    """The whole content of a compressed per-file input (or the content itself); the error when it fails."""
+    compression = _suffix(path, COMPRESSIONS)
+    if compression is None:
+        return content, None
     try:
-        if lower.endswith(ARCHIVE_SUFFIXES):
-            with tarfile.open(fileobj=io.BytesIO(content), mode="r:*") as archive:
-                for member in archive:
-                    if member.isfile():
-                        handle = archive.extractfile(member)
-                        data = handle.read() if handle else b""
-                        if member.name.lower().endswith(".gz"):
-                            data = gzip.decompress(data)
-                        yield f"{path}!{member.name}", data, None
-            return
-        if lower.endswith(".gz"):
-            yield path, gzip.decompress(content), None
-            return
-    except (OSError, EOFError, tarfile.TarError) as exc:
-        yield path, None, f"{type(exc).__name__}: {exc}"
+        with COMPRESSIONS[compression][0](io.BytesIO(content)) as stream:
+            return stream.read(), None
+    except _DECOMPRESS_ERRORS as exc:
+        return None, exc
+
+
+def _archive_records(path: str, content: bytes, parser: Parser, options: ReaderOptions) -> Iterator[ParsedRecord]:
+    """One record per member; a damaged member is rejected alone, a damaged archive after its good members."""
+    members = 0
+    try:
+        with tarfile.open(fileobj=io.BytesIO(content), mode="r:*") as archive:
+            for member in archive:
+                if not member.isfile():
+                    continue
+                handle = archive.extractfile(member)
+                data = handle.read() if handle else b""
+                record_path = f"{path}!{member.name}"
+                data, error = _decompressed(member.name, data)
+                if error is not None:
+                    yield _damage(options, record_path, "the member", error, "the other members are read")
+                else:
+                    yield from _safe_parse(parser, data, record_path, options)
+                members += 1
+            # tarfile stops quietly when the archive ends at a member boundary: a complete archive ends
+            # with zero blocks, so anything else there means it was cut short (or damaged in a header).
+            archive.fileobj.seek(archive.offset)
+            end = archive.fileobj.read(tarfile.BLOCKSIZE)
+            if len(end) < tarfile.BLOCKSIZE or end.count(0) != tarfile.BLOCKSIZE:
+                raise tarfile.ReadError("unexpected end of data: no end-of-archive block after the last member"
+                                        if len(end) < tarfile.BLOCKSIZE else "a damaged member header")
+    except (tarfile.TarError, *_DECOMPRESS_ERRORS) as exc:
+        yield _damage(options, path, "the tar archive", exc, f"the {members} member(s) before the damage are read")
+
+
+def _line_records(path: str, content: bytes, compression: str, parser: Parser,
+                  options: ReaderOptions) -> Iterator[ParsedRecord]:
+    """One record per non-blank line of a compressed line file, read as a stream up to any damage."""
+    opener, name = COMPRESSIONS[compression]
+    line_no = lines = 0
+    try:
+        with opener(io.BytesIO(content)) as stream:
+            for line_no, line in enumerate(stream, start=1):
+                if line.strip():
+                    lines += 1
+                    yield from _safe_parse(parser, line.rstrip(b"\r\n"), f"{path}#line-{line_no}", options)
+    except _DECOMPRESS_ERRORS as exc:
+        yield _damage(options, path, f"the {name} stream", exc,
+                      f"the {line_no} complete line(s) before the damage are read ({lines} not blank)")
         return
-    yield path, content, None
+    if lines == 0:
+        yield reject(options.format, path, Reason.EMPTY_FILE, f"the {name} stream holds no line with content")
 
 
-def _records_to_batch(records: list[ParsedRecord], schema: pa.Schema) -> pa.RecordBatch:
-    rows = [{c: r.get(c) for c in RECORD_COLUMNS} for r in records]
-    return pa.RecordBatch.from_pylist(rows, schema=schema)
+def file_records(path: str, content: bytes, parser: Parser, options: ReaderOptions) -> Iterator[ParsedRecord]:
+    """Every record of one file read whole: a line file, an archive, or one record (see the module docstring)."""
+    unsupported = _suffix(path, UNSUPPORTED_COMPRESSIONS)
+    if unsupported is not None:
+        yield reject(options.format, path, Reason.UNSUPPORTED_COMPRESSION,
+                     f"{unsupported} files cannot be read here; recompress as .gz (or .bz2, .xz) or decompress it")
+        return
+    line_compression = _suffix(path, [s + c for s in PLAIN_LINE_SUFFIXES for c in COMPRESSIONS])
+    if line_compression is not None:
+        yield from _line_records(path, content, line_compression[line_compression.rindex("."):], parser, options)
+        return
+    if _suffix(path, ARCHIVE_SUFFIXES) is not None:
+        yield from _archive_records(path, content, parser, options)
+        return
+    data, error = _decompressed(path, content)
+    if error is not None:
+        yield _damage(options, path, "the file", error, "it holds one record, so nothing is read from it")
+        return
+    yield from _safe_parse(parser, data, path, options)
+
+
+def _batches(records: Iterator[ParsedRecord], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    rows: list[dict] = []
+    for record in records:
+        rows.append({c: record.get(c) for c in RECORD_COLUMNS})
+        if len(rows) >= RECORDS_PER_BATCH:
+            yield pa.RecordBatch.from_pylist(rows, schema=schema)
+            rows = []
+    if rows:
+        yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
 
 def _file_mapper(options: ReaderOptions):
@@ -88,18 +193,13 @@ def _file_mapper(options: ReaderOptions):
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         parser = load_parser(options.format)
-        for batch in batches:
-            paths = batch.column("path").to_pylist()
-            contents = batch.column("content").to_pylist()
-            out: list[ParsedRecord] = []
-            for path, content in zip(paths, contents):
-                for record_path, data, error in _expand_file(path, content or b""):
-                    if error is not None:
-                        out.append(reject(options.format, record_path, Reason.UNREADABLE_FILE, error))
-                    else:
-                        out.extend(_safe_parse(parser, data, record_path, options))
-            if out:
-                yield _records_to_batch(out, arrow_schema)
+
+        def records() -> Iterator[ParsedRecord]:
+            for batch in batches:
+                for path, content in zip(batch.column("path").to_pylist(), batch.column("content").to_pylist()):
+                    yield from file_records(path, content or b"", parser, options)
+
+        yield from _batches(records(), arrow_schema)
 
     return run
 
@@ -116,7 +216,7 @@ def _line_mapper(options: ReaderOptions):
             ):
                 out.extend(_safe_parse(parser, data or b"", f"{path}#line-{line_key}", options))
             if out:
-                yield _records_to_batch(out, arrow_schema)
+                yield from _batches(iter(out), arrow_schema)
 
     return run
 
@@ -141,19 +241,25 @@ def find_empty_files(spark: SparkSession, path: str) -> list[str]:
     return empty
 
 
+def _rejects_frame(spark: SparkSession, rows: list[ParsedRecord]) -> DataFrame:
+    return spark.createDataFrame([[r.get(c) for c in RECORD_COLUMNS] for r in rows], RECORD_SCHEMA)
+
+
 def read_records(spark: SparkSession, path: str, options: ReaderOptions) -> DataFrame:
     """Every input unit under ``path`` as records of ``RECORD_SCHEMA`` (papers and rejects)."""
-    files = spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(path).select("path")
-    line_paths = [r.path for r in files.filter(_is_line_file(F.col("path"))).collect()]
-    frames: list[DataFrame] = []
-    per_file = (
-        spark.read.format("binaryFile")
-        .option("recursiveFileLookup", "true")
-        .load(path)
-        .filter(~_is_line_file(F.col("path")))
-        .select("path", "content")
-    )
-    frames.append(per_file.mapInArrow(_file_mapper(options), RECORD_SCHEMA))
+    listing = spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(path)
+    plain_lines = _has_suffix(F.col("path"), PLAIN_LINE_SUFFIXES)
+    too_large = F.col("length") > MAX_FILE_BYTES
+    # One listing job (no content is read): the plain line files, and the files too large to read whole.
+    special = listing.filter(plain_lines | too_large).select("path", "length").collect()
+    line_paths = [r.path for r in special if r.path.lower().endswith(PLAIN_LINE_SUFFIXES)]
+    large = [reject(options.format, r.path, Reason.FILE_TOO_LARGE,
+                    f"{r.length / 2**30:.1f} GiB: Spark hands a file to Python whole, up to 2 GiB; split it into parts "
+                    "(a line file: e.g. zcat F | split -l 100000 --filter 'gzip > $FILE.jsonl.gz' - part-)")
+             for r in special if r.length > MAX_FILE_BYTES and not r.path.lower().endswith(PLAIN_LINE_SUFFIXES)]
+    # The length filter is applied before the content is read (binaryFile pushes it down).
+    per_file = listing.filter(~plain_lines & ~too_large).select("path", "content")
+    frames: list[DataFrame] = [per_file.mapInArrow(_file_mapper(options), RECORD_SCHEMA)]
     if line_paths:
         lines = (
             spark.read.text(line_paths)
@@ -167,19 +273,18 @@ def read_records(spark: SparkSession, path: str, options: ReaderOptions) -> Data
         # Lines have no number in a distributed read; a content hash names each one stably.
         lines = lines.withColumn("line_key", F.lpad(F.lower(F.hex(F.xxhash64("raw"))), 16, "0"))
         frames.append(lines.mapInArrow(_line_mapper(options), RECORD_SCHEMA))
-    empty = find_empty_files(spark, path)
-    if empty:
-        rows = [reject(options.format, p, Reason.EMPTY_FILE, "the file has no content") for p in empty]
-        frames.append(spark.createDataFrame([[r.get(c) for c in RECORD_COLUMNS] for r in rows], RECORD_SCHEMA))
+    empty = [reject(options.format, p, Reason.EMPTY_FILE, "the file has no content") for p in find_empty_files(spark, path)]
+    if empty or large:
+        frames.append(_rejects_frame(spark, empty + large))
     out = frames[0]
     for frame in frames[1:]:
         out = out.unionByName(frame)
     return out
 
 
-def _is_line_file(path_col):
+def _has_suffix(path_col, suffixes):
     lower = F.lower(path_col)
     condition = F.lit(False)
-    for suffix in LINE_SUFFIXES:
+    for suffix in suffixes:
         condition = condition | lower.endswith(suffix)
     return condition

@@ -1,0 +1,11 @@
+"""spark-submit entry point: mine. Wiring only; the work is in ratio_spark.
+
+    spark-submit --py-files ratio_spark.zip jobs/mine.py --conf emr [--set key=value ...]
+"""
+
+import sys
+
+from ratio_spark.cli.main import main
+
+if __name__ == "__main__":
+    sys.exit(main(["mine", *sys.argv[1:]]))

@@ -1,0 +1,179 @@
+"""Run one stage under its contract (``pipeline/contracts.py``).
+
+Before the stage starts: every table it reads exists and has the columns it reads, or a one-line
+``MissingTableError`` names the table, the missing columns and the stage to run first. While it runs,
+the stage reaches tables only through a ``StageIO``: it reads the declared columns of its declared
+inputs, writes only its declared outputs (each checked against ``core.schema.TABLES`` before anything is
+committed) and writes its drops (reasons from ``core.schema.Reason``); its progress lines go through
+``io.log`` and ``io.phase`` (a long phase with its time). After it returns: every declared output was
+written, and ``stats_drops`` gets the stage's counts by reason.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from ratio_spark.core.config import Config
+from ratio_spark.core.errors import ContractError, MissingTableError
+from ratio_spark.core.schema import REASONS, TABLES, Table
+from ratio_spark.pipeline.contracts import CONTRACTS, StageContract, run_first
+from ratio_spark.pipeline.tables import table_location, write_table
+
+
+def log(message: str) -> None:
+    print(f"[ratio-spark {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def schema_problems(table: Table, schema: StructType) -> list[str]:
+    """How ``schema`` differs from the declared table: missing columns, undeclared ones, other types."""
+    have = {f.name: f.dataType.simpleString() for f in schema.fields}
+    want = {c.name: c.type for c in table.columns}
+    problems = []
+    if missing := [c for c in want if c not in have]:
+        problems.append(f"missing column(s) {missing}")
+    if extra := [c for c in have if c not in want]:
+        problems.append(f"undeclared column(s) {extra}")
+    problems += [f"{c} is {have[c]}, declared {t}" for c, t in want.items() if c in have and have[c] != t]
+    return problems
+
+
+def _load_delta(spark: SparkSession, location: str) -> DataFrame | None:
+    try:
+        return spark.read.format("delta").load(location)
+    except Exception:  # AnalysisException: no Delta table there
+        return None
+
+
+def check_inputs(spark: SparkSession, config: Config, contract: StageContract) -> dict[str, DataFrame]:
+    """Each declared input, projected on the columns the stage reads; one clear line when it cannot be."""
+    frames = {}
+    for name, columns in contract.reads.items():
+        location = table_location(config, name)
+        first = run_first(name)
+        frame = _load_delta(spark, location)
+        if frame is None:
+            raise MissingTableError(
+                f"{contract.name} reads table {name!r} at {location}, which is not a Delta table: run {first} first"
+            )
+        missing = [c for c in columns if c not in frame.columns]
+        if missing:
+            raise MissingTableError(
+                f"{contract.name} reads table {name!r} at {location}, which lacks column(s) {missing}: "
+                f"rerun {first} (the table is older than this code)"
+            )
+        frames[name] = frame.select(*columns)
+    return frames
+
+
+class StageIO:
+    """What a stage may touch: its inputs, its outputs, its drops, the configuration and the session."""
+
+    def __init__(self, spark: SparkSession, config: Config, contract: StageContract, inputs: dict[str, DataFrame]):
+        self.spark, self.config, self.contract = spark, config, contract
+        self._inputs = inputs
+        self.written: dict[str, str] = {}  # table -> location, in the order written
+        self.drop_counts: dict[tuple, int] | None = None  # (reason, split, role) -> rows, once drops are written
+
+    def read(self, name: str) -> DataFrame:
+        if name not in self._inputs:
+            raise ContractError(f"{self.contract.name} reads table {name!r}, which its contract does not declare")
+        return self._inputs[name]
+
+    def log(self, message: str) -> None:
+        log(f"{self.contract.name}: {message}")
+
+    @contextmanager
+    def phase(self, what: str) -> Iterator[None]:
+        """A progress line before a long phase and one with its time after it: no minute passes without a word."""
+        started = time.time()
+        self.log(f"{what} ...")
+        yield
+        self.log(f"{what}: done in {time.time() - started:.1f} s")
+
+    def _write(self, name: str, df: DataFrame, replace_where: str | None = None) -> DataFrame:
+        table = TABLES[name]
+        problems = schema_problems(table, df.schema)
+        if problems:
+            raise ContractError(f"{self.contract.name} writes table {name!r} unlike its declaration: " + "; ".join(problems))
+        location = table_location(self.config, name)
+        write_table(df.select(*table.column_names), location, table.partition_by, replace_where)
+        self.written[name] = location
+        return self.spark.read.format("delta").load(location)
+
+    def write(self, name: str, df: DataFrame) -> DataFrame:
+        """Replace a declared output table; returns the table as written (count that, not ``df``)."""
+        if name not in self.contract.writes:
+            raise ContractError(f"{self.contract.name} writes table {name!r}, which its contract does not declare")
+        return self._write(name, df)
+
+    def write_drops(self, drops: DataFrame) -> dict[tuple, int]:
+        """Write what the stage dropped and count it as written: (reason, split, role) -> rows.
+
+        ``drops`` has the drops table's columns except ``stage`` and ``item`` (the runner adds both: the
+        item follows from the reason); ingest passes rows of ``rejects``. A reason that the stage has not
+        declared (``core.schema.Reason``) fails the stage.
+        """
+        target = self.contract.drops_table
+        if target is None:
+            raise ContractError(f"{self.contract.name} drops rows but its contract names no drops table")
+        if target == "drops":
+            items = F.create_map(*[F.lit(x) for r in REASONS.values() for x in (r.code, r.item)])
+            drops = drops.withColumn("stage", F.lit(self.contract.name)).withColumn("item", items[F.col("reason")])
+            written = self._write(target, drops, replace_where=f"stage = '{self.contract.name}'")
+            written = written.filter(F.col("stage") == self.contract.name)
+        else:
+            written = self._write(target, drops)
+        keys = [c for c in ("reason", "split", "role") if c in written.columns]
+        counts = {
+            tuple(r[k] for k in keys) + (None,) * (3 - len(keys)): r["count"]
+            for r in written.groupBy(*keys).count().collect()
+        }
+        undeclared = sorted({key[0] for key in counts} - set(self.contract.drop_reasons))
+        if undeclared:
+            raise ContractError(
+                f"{self.contract.name} dropped rows for reason(s) {undeclared}, which are not its reasons in "
+                f"ratio_spark/core/schema.py (declared: {list(self.contract.drop_reasons)})"
+            )
+        self.drop_counts = counts
+        return counts
+
+    def dropped_by_reason(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for (reason, *_), n in (self.drop_counts or {}).items():
+            out[reason] = out.get(reason, 0) + n
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _write_stats_drops(io: StageIO) -> None:
+    rows = [(io.contract.name, reason, REASONS[reason].item, n) for reason, n in io.dropped_by_reason().items()]
+    stats = io.spark.createDataFrame(rows, TABLES["stats_drops"].ddl)
+    write_table(stats, table_location(io.config, "stats_drops"), TABLES["stats_drops"].partition_by,
+                replace_where=f"stage = '{io.contract.name}'")
+    io.written["stats_drops"] = table_location(io.config, "stats_drops")
+
+
+def _implementation(contract: StageContract) -> Callable[[StageIO], dict[str, Any]]:
+    module, function = contract.implementation.split(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def run_stage(spark: SparkSession, config: Config, stage: str | StageContract) -> dict[str, Any]:
+    """Check the inputs, run the stage, check that it wrote every declared output; returns its summary."""
+    contract = CONTRACTS[stage] if isinstance(stage, str) else stage
+    started = time.time()
+    io = StageIO(spark, config, contract, check_inputs(spark, config, contract))
+    summary = _implementation(contract)(io)
+    expected = [*contract.writes, *([contract.drops_table] if contract.drops_table else [])]
+    unwritten = [name for name in expected if name not in io.written]
+    if unwritten:
+        raise ContractError(f"{contract.name} finished without writing its declared table(s) {unwritten}")
+    if contract.drops_table:
+        _write_stats_drops(io)
+    return {"stage": contract.name, **summary, "tables": dict(io.written), "seconds": round(time.time() - started, 1)}
