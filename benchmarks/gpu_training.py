@@ -37,11 +37,12 @@ def export(tables: str, workdir: Path) -> None:
     """Train and validation splits (queries, candidates) as a release folder that ``load_split`` reads."""
     import pyarrow.parquet as pq
 
-    from ratio_spark.evaluation.data import CANDIDATE_COLUMNS, QUERY_COLUMNS, read_delta
+    from ratio_spark.core.delta import read_delta
+    from ratio_spark.evaluation.data import CANDIDATE_COLUMNS, QUERY_COLUMNS
 
     for split in ("train", "validation"):
         for name, columns in (("queries", QUERY_COLUMNS), ("candidates", CANDIDATE_COLUMNS)):
-            table = read_delta(Path(tables) / name, columns, split=split)
+            table = read_delta(Path(tables) / name, list(columns), [("split", "=", split)])
             target = workdir / "parquet" / split / name
             target.mkdir(parents=True, exist_ok=True)
             pq.write_table(table.select(list(columns)), target / "part-0.parquet", compression="zstd")

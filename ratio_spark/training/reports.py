@@ -259,7 +259,7 @@ def write_report(evaluation: str | Path, run_paths, out: str | Path, baselines: 
     if not transfer.empty:
         text += ["## Cross-move transfer (the paper's F.3)", "", _transfer_markdown(transfer)]
     if not_run:
-        text += [f"Not run here: {', '.join(not_run)} (no GPU; the command is in docs/training.md).", ""]
+        text += [f"Not run here: {', '.join(not_run)} (docs/training.md says why, with the commands).", ""]
     written = {}
     (out / "training_results.md").write_text("\n".join(text))
     written["training_results.md"] = str(out / "training_results.md")
