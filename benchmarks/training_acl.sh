@@ -42,10 +42,12 @@ report() {
   if [ ! -d "$M/all-MiniLM-L6-v2-unified-instructions/model" ]; then
     not_run+=(--not-run "all-MiniLM-L6-v2 (per-move instruction) Unified")
   fi
-  ratio-spark train report --evaluation "$R" --runs "$M"/*/ --out benchmarks/results/training-acl "${not_run[@]}"
+  local runs=()  # finished runs only (a run still training has no training_summary.json yet)
+  for run in "$M"/*/; do [ -f "$run/training_summary.json" ] && runs+=("$run"); done
+  ratio-spark train report --evaluation "$R" --runs "${runs[@]}" --out benchmarks/results/training-acl "${not_run[@]}"
   mkdir -p benchmarks/results/training-acl/evaluate
   cp "$R"/*.md "$R"/*.csv "$R"/summary.json benchmarks/results/training-acl/evaluate/ 2>/dev/null || true
-  for run in "$M"/*/; do
+  for run in "${runs[@]}"; do
     mkdir -p "benchmarks/results/training-acl/runs/$(basename "$run")"
     cp "$run"/training_summary.json "$run"/curves.csv "benchmarks/results/training-acl/runs/$(basename "$run")/"
   done
