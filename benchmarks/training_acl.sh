@@ -47,6 +47,7 @@ report() {
   ratio-spark train report --evaluation "$R" --runs "${runs[@]}" --out benchmarks/results/training-acl "${not_run[@]}"
   mkdir -p benchmarks/results/training-acl/evaluate
   cp "$R"/*.md "$R"/*.csv "$R"/summary.json benchmarks/results/training-acl/evaluate/ 2>/dev/null || true
+  rm -f benchmarks/results/training-acl/evaluate/per_query.csv  # 6 MB; it stays in the results folder
   for run in "${runs[@]}"; do
     mkdir -p "benchmarks/results/training-acl/runs/$(basename "$run")"
     cp "$run"/training_summary.json "$run"/curves.csv "benchmarks/results/training-acl/runs/$(basename "$run")/"
