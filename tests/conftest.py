@@ -224,13 +224,14 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def write_eval_tables(root: Path) -> Path:
-    """Write tests/fixtures/eval/{queries,candidates}.jsonl as Delta tables partitioned by split."""
+def write_eval_tables(root: Path, fixture: Path = EVAL_FIXTURE) -> Path:
+    """Write <fixture>/{queries,candidates}.jsonl (default tests/fixtures/eval) as Delta tables partitioned by
+    split."""
     import pyarrow as pa
     from deltalake import write_deltalake
 
     for name in ("queries", "candidates"):
-        write_deltalake(str(root / name), pa.Table.from_pylist(read_jsonl(EVAL_FIXTURE / f"{name}.jsonl")),
+        write_deltalake(str(root / name), pa.Table.from_pylist(read_jsonl(fixture / f"{name}.jsonl")),
                         partition_by=["split"], mode="overwrite")
     return root
 
@@ -239,6 +240,13 @@ def write_eval_tables(root: Path) -> Path:
 def eval_tables(tmp_path_factory) -> Path:
     """A tables root with `queries` and `candidates` of the test and validation splits (tests/fixtures/eval)."""
     return write_eval_tables(tmp_path_factory.mktemp("eval-tables"))
+
+
+@pytest.fixture(scope="session")
+def training_tables(tmp_path_factory) -> Path:
+    """A tables root with `queries` and `candidates` of the train, validation and test splits of a slice of the
+    sample (tests/fixtures/training; the training tests)."""
+    return write_eval_tables(tmp_path_factory.mktemp("training-tables"), FIXTURES / "training")
 
 
 SILVER_FIXTURE = FIXTURES / "silver"

@@ -17,7 +17,7 @@ PYTHON_HALF = ("ratio_spark.core", "ratio_spark.evaluation", "ratio_spark.llm", 
                "ratio_spark.lexicon.curation.formats", "ratio_spark.lexicon.curation.build",
                "ratio_spark.lexicon.curation.patterns", "ratio_spark.cli", "ratio_spark.pipeline.contracts",
                "ratio_spark.humaneval",
-               "ratio_spark.inspire", "ratio_spark.rerank")
+               "ratio_spark.inspire", "ratio_spark.rerank", "ratio_spark.training")
 
 
 def all_modules() -> dict[str, Path]:

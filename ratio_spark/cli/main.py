@@ -28,6 +28,7 @@ COMMAND_GROUPS: dict[str, str] = {
     "silver": "ratio_spark.cli.silver",
     "evaluate": "ratio_spark.cli.evaluate",
     "rerank": "ratio_spark.cli.rerank",
+    "train": "ratio_spark.cli.train",
     "models": "ratio_spark.cli.models",
     "humaneval": "ratio_spark.cli.humaneval",
     "inspire": "ratio_spark.cli.inspire",

@@ -25,6 +25,7 @@ from ratio_spark.inspire.settings import InspireConfig
 from ratio_spark.llm.settings import LLMSettings
 from ratio_spark.rerank.settings import RerankConfig
 from ratio_spark.silver.settings import SilverConfig
+from ratio_spark.training.settings import TrainingConfig
 
 if TYPE_CHECKING:
     from importlib.abc import Traversable
@@ -255,6 +256,7 @@ class Config(StrictModel):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     silver: SilverConfig = Field(default_factory=SilverConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+    training: TrainingConfig = Field(default_factory=TrainingConfig)
     humaneval: HumanEvalConfig = Field(default_factory=HumanEvalConfig)
     inspire: InspireConfig = Field(default_factory=InspireConfig)
     rerank: RerankConfig = Field(default_factory=RerankConfig)

@@ -46,12 +46,12 @@ def _filesystem(location: str) -> pafs.FileSystem:
     return pafs.SubTreeFileSystem(path, filesystem)
 
 
-def delta_version(location: str | os.PathLike) -> int:
+def delta_version(location: str | os.PathLike, *, missing_hint: str = "run the pipeline stage that writes it first") -> int:
     """The table's latest version: pass it to ``read_delta(version=...)`` to read and record one snapshot."""
     from deltalake import DeltaTable
 
     if not is_delta_table(location):
-        raise DeltaTableMissing(f"no Delta table at {location}")
+        raise DeltaTableMissing(f"no Delta table at {location}: {missing_hint}")
     return DeltaTable(str(location)).version()
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from ratio_spark.core.delta import DeltaColumnsMissing, DeltaTableMissing, is_delta_table, read_delta
+from ratio_spark.core.delta import DeltaColumnsMissing, delta_version, read_delta
 from ratio_spark.pipeline.contracts import run_first
 
 
@@ -46,8 +46,4 @@ def papers_from_rows(rows: pa.Table, max_body_chars: int = 0) -> list[Paper]:
 
 
 def table_version(location: str, name: str) -> int:
-    from deltalake import DeltaTable
-
-    if not is_delta_table(location):
-        raise DeltaTableMissing(f"no Delta table at {location}: run {run_first(name)} first")
-    return int(DeltaTable(location).version())
+    return delta_version(location, missing_hint=f"run {run_first(name)} first")

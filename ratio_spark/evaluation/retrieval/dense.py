@@ -162,6 +162,19 @@ class DenseRetriever(Retriever):
         self._pool_size = 0
         self.ann_recall: dict[str, float] = {}
 
+    @classmethod
+    def from_model(cls, model, name: str, prefix: str = "generic", **kwargs) -> "DenseRetriever":
+        """A retriever over a model already in memory (training validates the model it is training).
+
+        ``name`` stands for the model in prefixes (``recommended`` matches known names) and labels. The
+        embedding cache is off: the weights change between calls, the cache key would not.
+        """
+        kwargs.setdefault("cache", EmbeddingCache(enabled=False))
+        retriever = cls(name, prefix, **kwargs)
+        retriever._model = model
+        retriever._model_path = name
+        return retriever
+
     # ---------------------------------------------------------------- model and prefixes
     @property
     def model(self):

@@ -1,0 +1,153 @@
+"""fine-tune retrievers per move or one unified retriever (train + validation splits), or tabulate trained ones
+
+    ratio-spark train --conf conf/training-acl.yaml --moves specify,address      # one model per move
+    ratio-spark train --conf conf/training-acl.yaml --mode unified               # one model, move instructions
+    ratio-spark train report --evaluation RESULTS --runs models/acl/* --out DIR  # Table 7 shape, transfer, curves
+
+Settings come from the ``training:`` section of the configuration (``ratio_spark.training.settings``) and a
+hyperparameter file (``conf/training/*.yaml``); the flags below override them. Reads the train and
+validation splits only; score the saved model on test with ``ratio-spark evaluate --retrievers
+dense:<model folder>:<prefix>``. Runs under ``torchrun``/``accelerate launch`` as it is, or launches itself
+on PySpark's TorchDistributor (``--launcher torch_distributor``). See docs/training.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ratio_spark.cli.common import add_config_args
+
+    parser.add_argument("action", nargs="?", choices=["fit", "report"], default="fit",
+                        help="fit (default): train; report: tables and curves of trained models")
+    add_config_args(parser)
+    fit = parser.add_argument_group("fit")
+    fit.add_argument("--source", help="tables root or release root (default: training.source, else tables.root)")
+    fit.add_argument("--moves", help="comma-separated moves (default: training.moves)")
+    fit.add_argument("--mode", choices=["per_move", "unified"], help="one model per move, or one for all moves")
+    fit.add_argument("--model", help="base model: minilm, mpnet, a folder or a sentence-transformers name")
+    fit.add_argument("--prefix", choices=["none", "generic", "recommended", "instructions"])
+    fit.add_argument("--hyperparameters", help="hyperparameter file (conf/training/*.yaml)")
+    fit.add_argument("--configurations", help="comma-separated configuration ids of the file (default: all)")
+    fit.add_argument("--loss", choices=["mnrl", "cached_mnrl"])
+    fit.add_argument("--output", help="folder for the run folders (default: training.output)")
+    fit.add_argument("--run-name", help="run folder name (default: <model>-<move|unified>-<prefix>)")
+    fit.add_argument("--eval-steps", type=int, help="also validate every N steps")
+    fit.add_argument("--max-train-pairs", type=int, help="per move, a seeded sample of N pairs (quick looks)")
+    fit.add_argument("--hard-negatives", action="store_true", help="add mined hard negatives (training.hard_negatives)")
+    fit.add_argument("--launcher", choices=["none", "torch_distributor"],
+                     help="torch_distributor: run on PySpark's TorchDistributor (training.distributed)")
+    fit.add_argument("--num-processes", type=int, help="processes for the launcher")
+    fit.add_argument("--no-progress", action="store_true", help="no progress bars")
+    report = parser.add_argument_group("report")
+    report.add_argument("--evaluation", help="results folder of ratio-spark evaluate (its metrics.csv, summary.json)")
+    report.add_argument("--runs", nargs="+", help="run folders written by ratio-spark train")
+    report.add_argument("--out", help="folder for the tables and the curves (default: the evaluation folder)")
+    report.add_argument("--baseline", action="append", default=[], metavar="MODEL=SPEC",
+                        help="the untuned retriever of a base model, e.g. minilm=dense:minilm:generic (repeatable)")
+    report.add_argument("--not-run", action="append", default=[], metavar="LABEL",
+                        help="a row to show as not run, e.g. 'all-mpnet-base-v2 (generic prefix) Tuned' (repeatable)")
+
+
+def _settings(args, config):
+    from pydantic import ValidationError
+
+    from ratio_spark.core.config import ConfigError, validation_message
+    from ratio_spark.training.settings import TrainingConfig
+
+    tree = config.training.model_dump()
+    simple = {"source": args.source, "mode": args.mode, "model": args.model, "prefix": args.prefix,
+              "hyperparameters": args.hyperparameters, "loss": args.loss, "output": args.output,
+              "run_name": args.run_name, "eval_steps": args.eval_steps, "max_train_pairs": args.max_train_pairs}
+    tree.update({key: value for key, value in simple.items() if value is not None})
+    if args.moves:
+        tree["moves"] = [m.strip() for m in args.moves.split(",") if m.strip()]
+    if args.configurations:
+        tree["configurations"] = [c.strip() for c in args.configurations.split(",") if c.strip()]
+    if args.hard_negatives:
+        tree["hard_negatives"]["enabled"] = True
+    if args.launcher:
+        tree["distributed"]["launcher"] = args.launcher
+    if args.num_processes:
+        tree["distributed"]["num_processes"] = args.num_processes
+    if args.no_progress:
+        tree["progress"] = False
+    try:
+        return TrainingConfig.model_validate(tree)
+    except ValidationError as exc:
+        raise ConfigError(validation_message(exc, "invalid training settings", prefix="training.")) from None
+
+
+def run(args) -> int:
+    from ratio_spark.core.config import load_config
+
+    config = load_config(args.conf, args.overrides)
+    settings = _settings(args, config)
+    if args.action == "report":
+        return _report(args)
+
+    from ratio_spark.cli.preflight import model_checks, require
+
+    require(model_checks([settings.model], config.evaluation.models))
+    if settings.distributed.launcher == "torch_distributor":
+        return _launch_on_torch_distributor(args, config, settings)
+    return _fit(args, config, settings)
+
+
+def _fit(args, config, settings) -> int:
+    from ratio_spark.training.trainer import process_rank, run_training
+
+    source = settings.source or config.tables.root
+    runs = run_training(settings, source, log=lambda line: print(line, flush=True), evaluation=config.evaluation)
+    if process_rank() != 0:
+        return 0
+    summary = {"stage": "train: summary", "source": source, "runs": {}}
+    for run in runs:
+        best = run.best
+        summary["runs"][run.name] = {
+            "moves": ", ".join(run.moves),
+            "training_pairs": ", ".join(f"{m} {c['train_pairs']}" for m, c in run.counts.items()),
+            "validation_mrr10_untuned": f"{100 * run.baseline['mrr@10']:.2f}" if run.baseline else "–",
+            "validation_mrr10_tuned": f"{100 * best.best_mrr10:.2f} (configuration {best.id}, step {best.best_step})",
+            "configurations": ", ".join(f"{c.id}: {100 * c.best_mrr10:.2f}" for c in run.configurations),
+            "train_pairs_per_second": best.pairs_per_second,
+            "processes": run.world_size,
+            "wall_seconds": run.wall_seconds,
+            "model": run.model_dir,
+            "evaluate_with": f"--retrievers {run.evaluate_spec}",
+        }
+    from ratio_spark.cli.common import print_summary
+
+    print_summary(summary)
+    if args.summary_json:
+        Path(args.summary_json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.summary_json).write_text(json.dumps([r.to_dict() for r in runs], indent=2, default=str))
+    return 0
+
+
+def _launch_on_torch_distributor(args, config, settings) -> int:
+    from ratio_spark.training.distributor import run_on_torch_distributor
+
+    return run_on_torch_distributor(config, settings)
+
+
+def _report(args) -> int:
+    from ratio_spark.core.errors import UserError
+    from ratio_spark.training.reports import write_report
+
+    if not args.evaluation or not args.runs:
+        raise UserError("ratio-spark train report needs --evaluation RESULTS and --runs RUN [RUN ...]")
+    baselines = {}
+    for item in args.baseline:
+        model, sep, spec = item.partition("=")
+        if not sep:
+            raise UserError(f"--baseline {item!r} must look like MODEL=SPEC, e.g. minilm=dense:minilm:generic")
+        baselines[model] = spec
+    written = write_report(args.evaluation, args.runs, args.out or args.evaluation, baselines, args.not_run)
+    print("\n== train report ==")
+    for name, path in written.items():
+        print(f"  {name:<30} {path}")
+    return 0
