@@ -145,12 +145,12 @@ def pipeline_checks(config: Config, stages: list[str]) -> list[Check]:
         checks += _inputs(config)
     if "mine" in stages:
         checks.append(_lexicon(config.mining.lexicon))
-    # The tables each stage reads (its contract); one written by an earlier stage of this run need not exist yet.
+    # The tables each stage reads (its contract), once; one written by an earlier stage of this run need not exist yet.
     written: set[str] = set()
     for stage in stages:
         contract = CONTRACTS[stage]
         checks += [_table(config, name) for name in contract.reads if name not in written]
-        written.update(contract.writes)
+        written.update(contract.reads, contract.writes)  # each table checked once
     if any(CONTRACTS[s].writes or CONTRACTS[s].drops_table for s in stages):
         checks.append(_writable("tables root", config.tables.root))
     if "export" in stages:
@@ -160,6 +160,11 @@ def pipeline_checks(config: Config, stages: list[str]) -> list[Check]:
         else:
             checks.append(_writable("release root", config.release.root))
     return checks
+
+
+def update_checks(config: Config, inputs: str, stages: list[str]) -> list[Check]:
+    """What ``update`` needs before Spark starts: the new inputs, and a benchmark whose ``stages`` it reruns."""
+    return [_input_path("new inputs", inputs), *pipeline_checks(config, stages)]
 
 
 def model_checks(models: list[str], aliases: dict[str, str]) -> list[Check]:
