@@ -94,17 +94,22 @@ def llm_client(settings, model: str, local_server: bool = False, local_port: int
     yield LLMClient(settings), model
 
 
-def validated_settings(tree: dict):
-    """The ``evaluation:`` settings from a tree of values; a bad key is a ConfigError naming it."""
+def comma_list(text: str) -> list[str]:
+    """The items of a comma-separated option ("specify, address" -> ["specify", "address"]), blanks dropped."""
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def validated_settings(tree: dict, section: str = "evaluation"):
+    """The settings of a configuration ``section`` (its model in ``Config``) from a tree of values, as
+    command-line flags changed it; a bad key is a ConfigError naming it."""
     from pydantic import ValidationError
 
-    from ratio_spark.core.config import ConfigError, validation_message
-    from ratio_spark.evaluation.settings import EvaluationConfig
+    from ratio_spark.core.config import Config, ConfigError, validation_message
 
     try:
-        return EvaluationConfig.model_validate(tree)
+        return Config.model_fields[section].annotation.model_validate(tree)
     except ValidationError as exc:
-        raise ConfigError(validation_message(exc, "invalid evaluation settings", prefix="evaluation.")) from None
+        raise ConfigError(validation_message(exc, f"invalid {section} settings", prefix=f"{section}.")) from None
 
 
 def resolved_config(config, settings) -> dict:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from ratio_spark.cli.common import comma_list
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,9 +52,9 @@ def _settings(args, config):
     if args.split:
         tree["split"] = args.split
     if args.moves:
-        tree["moves"] = [m.strip() for m in args.moves.split(",") if m.strip()]
+        tree["moves"] = comma_list(args.moves)
     if args.retrievers:
-        tree["retrievers"] = [r.strip() for r in args.retrievers.split(",") if r.strip()]
+        tree["retrievers"] = comma_list(args.retrievers)
     if args.queries:
         tree["queries"] = args.queries
     if args.source:
@@ -65,7 +66,7 @@ def _settings(args, config):
     if args.depth:
         tree["depth"] = args.depth
     if args.analyses:
-        tree["analyses"] = [] if args.analyses == "none" else [a.strip() for a in args.analyses.split(",") if a.strip()]
+        tree["analyses"] = [] if args.analyses == "none" else comma_list(args.analyses)
     if args.index:
         tree["dense"]["index"]["kind"] = args.index
     if args.max_queries:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from ratio_spark.cli.common import comma_list
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,7 +81,7 @@ def _cmd_assign(args) -> int:
     updates = {k: v for k, v in {
         "split": args.split, "queries": args.queries, "per_move": args.per_move, "seed": args.seed,
         "depth": args.depth, "assignment": args.assignment, "overlap": args.overlap,
-        "moves": [m.strip() for m in args.moves.split(",") if m.strip()] if args.moves else None,
+        "moves": comma_list(args.moves) if args.moves else None,
     }.items() if v is not None}
     try:
         h = type(h).model_validate({**h.model_dump(), **updates})

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from ratio_spark.core.schema import DEFAULT_MAX_EXTENSION_WORDS
+from ratio_spark.cli.common import comma_list
 
 SPARK_SUBCOMMANDS = ("spans", "extensions", "report")
 
@@ -208,7 +209,7 @@ def _run_patterns(args) -> dict:
     from ratio_spark.lexicon.curation.formats import write_candidates
     from ratio_spark.lexicon.curation.patterns import DEFAULT_PATTERNS_DIR, expand_patterns
 
-    moves = tuple(m.strip() for m in args.moves.split(",") if m.strip())
+    moves = tuple(comma_list(args.moves))
     templates = [t.strip() for t in args.templates.split(",")] if args.templates else None
     expansion = expand_patterns(args.patterns or DEFAULT_PATTERNS_DIR, moves, templates)
     written = write_candidates(args.out, expansion.candidates)

@@ -16,6 +16,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from ratio_spark.cli.common import comma_list
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -106,7 +107,7 @@ def run(args) -> int:
         runs = runs_of_results(args.from_results)  # first: it says so when the folder is not a results folder
         tree.update({k: v for k, v in _defaults_from(Path(args.from_results)).items() if v is not None})
         if args.systems:
-            wanted = [s.strip() for s in args.systems.split(",") if s.strip()]
+            wanted = comma_list(args.systems)
             unknown = sorted(set(wanted) - {name for name, _, _ in runs})
             if unknown:
                 raise RunError(f"--systems {unknown} are not in {args.from_results} "

@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from ratio_spark.cli.common import comma_list
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -145,7 +146,7 @@ def _cmd_sheet(config, args) -> int:
     from ratio_spark.silver.sheet import sheet_rows, write_sheet
 
     split = args.split or config.silver.split
-    moves = [m.strip() for m in args.moves.split(",") if m.strip()]
+    moves = comma_list(args.moves)
     size = "all" if args.per_move == "all" else int(args.per_move)
     excluded = set()
     for path in args.exclude_labels:
@@ -181,7 +182,7 @@ def _cmd_agreement(config, args) -> int:
         raise LabelsError(f"{len(missing)} labelled pairs are not in the queries table (e.g. {sorted(missing)[0]}): "
                           "were the labels made on these tables?")
     if args.moves:
-        wanted = {m.strip() for m in args.moves.split(",") if m.strip()}
+        wanted = set(comma_list(args.moves))
         pairs = pairs[pairs["move"].isin(wanted)]
         labels = labels[labels["query_id"].isin(set(pairs["query_id"]))]
         if pairs.empty:

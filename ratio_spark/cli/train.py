@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from ratio_spark.cli.common import comma_list
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,10 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _settings(args, config):
-    from pydantic import ValidationError
-
-    from ratio_spark.core.config import ConfigError, validation_message
-    from ratio_spark.training.settings import TrainingConfig
+    from ratio_spark.cli.common import validated_settings
 
     tree = config.training.model_dump()
     simple = {"source": args.source, "mode": args.mode, "model": args.model, "prefix": args.prefix,
@@ -64,9 +62,9 @@ def _settings(args, config):
               "run_name": args.run_name, "eval_steps": args.eval_steps, "max_train_pairs": args.max_train_pairs}
     tree.update({key: value for key, value in simple.items() if value is not None})
     if args.moves:
-        tree["moves"] = [m.strip() for m in args.moves.split(",") if m.strip()]
+        tree["moves"] = comma_list(args.moves)
     if args.configurations:
-        tree["configurations"] = [c.strip() for c in args.configurations.split(",") if c.strip()]
+        tree["configurations"] = comma_list(args.configurations)
     if args.hard_negatives:
         tree["hard_negatives"]["enabled"] = True
     if args.launcher:
@@ -75,10 +73,7 @@ def _settings(args, config):
         tree["distributed"]["num_processes"] = args.num_processes
     if args.no_progress:
         tree["progress"] = False
-    try:
-        return TrainingConfig.model_validate(tree)
-    except ValidationError as exc:
-        raise ConfigError(validation_message(exc, "invalid training settings", prefix="training.")) from None
+    return validated_settings(tree, "training")
 
 
 def run(args) -> int:
