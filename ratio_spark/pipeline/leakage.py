@@ -118,17 +118,26 @@ def _example(*parts: Column | str) -> Column:
     return F.concat_ws(" ", *[F.lit(p) if isinstance(p, str) else p for p in parts]).alias("example")
 
 
+def _keyed(queries: DataFrame, candidates: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """The columns the checks read, with each text's key (``pools.text_key``) in place of the text: lazy."""
+    return (
+        queries.select("split", "query_id", "paper_id", "pub_date", "gold_candidate_id", "exclude_candidate_ids",
+                       text_key(F.col("query_text")).alias("key")),
+        candidates.select("split", "candidate_id", "paper_id", "pub_date", "source", text_key(F.col("text")).alias("key")),
+    )
+
+
 def _offending(
     queries: DataFrame, candidates: DataFrame, splits_config: SplitsConfig
 ) -> list[tuple[str, str, DataFrame]]:
-    """(check, description, offending rows) for every check; lazy."""
-    texts = queries.select(
-        "split", text_key(F.col("query_text")).alias("key"), F.lit("query").alias("kind")
-    ).unionByName(candidates.select("split", text_key(F.col("text")).alias("key"), F.lit("candidate").alias("kind")))
+    """(check, description, offending rows) for every check over ``_keyed`` frames; lazy."""
+    texts = queries.select("split", "key", F.lit("query").alias("kind")).unionByName(
+        candidates.select("split", "key", F.lit("candidate").alias("kind"))
+    )
     papers = queries.select("split", "paper_id", "pub_date").unionByName(
         candidates.select("split", "paper_id", "pub_date")
     ).distinct()
-    pool = candidates.select("split", "candidate_id", "source", text_key(F.col("text")).alias("key"))
+    pool = candidates.select("split", "candidate_id", "source", "key")
     by_text = pool.groupBy("split", "key").agg(
         F.count("*").alias("n"),
         F.max(F.col("source").startswith("gold_").cast("int")).alias("has_gold"),
@@ -195,19 +204,18 @@ def _offending(
 def find_leaks(queries: DataFrame, candidates: DataFrame, splits_config: SplitsConfig) -> list[LeakageFailure]:
     """Run every check; return the failures (empty when the splits are clean).
 
-    The two tables are persisted for the duration, because the checks read them several times each.
-    A table the caller has already cached stays cached afterwards.
+    The checks read the two tables several times each: they read the narrow ``_keyed`` frames, persisted
+    and filled (one job each) before the checks run, so each text is keyed once and the checks' parallel
+    jobs read memory instead of the tables.
     """
-    persisted = []
-    for df in (queries, candidates):
-        level = df.storageLevel
-        if not (level.useMemory or level.useDisk):
-            persisted.append(df.persist(StorageLevel.MEMORY_AND_DISK))
+    keyed = [frame.persist(StorageLevel.MEMORY_AND_DISK) for frame in _keyed(queries, candidates)]
     try:
-        return _evaluate(_offending(queries, candidates, splits_config))
+        for frame in keyed:
+            frame.count()
+        return _evaluate(_offending(*keyed, splits_config))
     finally:
-        for df in persisted:
-            df.unpersist()
+        for frame in keyed:
+            frame.unpersist()
 
 
 def check_leakage(queries: DataFrame, candidates: DataFrame, splits_config: SplitsConfig) -> dict[str, Any]:

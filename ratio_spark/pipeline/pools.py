@@ -98,8 +98,9 @@ class PoolBuild:
     candidates: DataFrame
     drops: DataFrame
     inputs: DataFrame  # the pairs that came in, with ``split`` and ``role``
-    # The intermediate frames that queries, candidates and drops all read (the pairs after the cross-split
-    # rule, the ranked pool, the query rows), persisted so that writing the three computes them once.
+    # The intermediate frames that queries, candidates and drops all read (the keyed move and distractor
+    # rows, the texts in more than one split, the ranked pool, the query rows), persisted so that writing
+    # the three computes them once.
     shared: tuple[DataFrame, ...] = ()
 
     def unpersist(self) -> None:
@@ -188,18 +189,20 @@ def build_pools(split_pairs: DataFrame, apply_cross_split_rule: bool = True) -> 
     is_move = (F.col("role") == "move") & F.col("move").isNotNull()
     is_distractor = (F.col("role") == "distractor") & F.col("category").isNotNull()
 
+    # Persisted with their text keys: every rule below reads them, and the keys (regular expressions over
+    # every text) are then computed once.
     moves = pairs.filter(is_move).select(
         "split", "_rank", "pair_id", "paper_id", "pub_date", "move", "marker", "marker_entry", "context_text",
         "query_text", "query_text_original", "gold_text", "gold_text_original",
         text_key(F.col("query_text")).alias("qkey"), text_key(F.col("gold_text")).alias("gkey"),
-    )
+    ).persist()
     distractors = pairs.filter(is_distractor).select(
         "split", "_rank", "pair_id", "paper_id", "pub_date", "category",
         F.col("gold_text").alias("text"), F.col("gold_text_original").alias("text_original"),
         text_key(F.col("gold_text")).alias("key"),
-    )
+    ).persist()
+    shared_frames: list[DataFrame] = [moves, distractors]  # ``PoolBuild.shared``
     drops = [_dropped(pairs.filter(~(is_move | is_distractor)), F.col("role"), Reason.MISSING_LABEL, "gold_text")]
-    shared_frames: list[DataFrame] = []  # persisted below: ``PoolBuild.shared``
 
     # 1. Unusable rows.
     empty_move = (F.col("qkey") == "") | (F.col("gkey") == "")
@@ -219,24 +222,25 @@ def build_pools(split_pairs: DataFrame, apply_cross_split_rule: bool = True) -> 
             .unionByName(moves.select(F.col("gkey").alias("key"), "_rank"))
             .unionByName(distractors.select("key", "_rank"))
         )
+        # Persisted and broadcast: the three joins below read it, and it is small.
         shared = (
             occurrences.groupBy("key")
             .agg(F.min("_rank").alias("first_rank"), F.max("_rank").alias("last_rank"))
             .filter(F.col("first_rank") < F.col("last_rank"))
             .select("key", "first_rank")
+            .persist()
         )
+        shared_frames.append(shared)
+        shared = F.broadcast(shared)
         moves = moves.join(
             shared.withColumnRenamed("key", "qkey").withColumnRenamed("first_rank", "_q_first"), "qkey", "left"
         ).join(shared.withColumnRenamed("key", "gkey").withColumnRenamed("first_rank", "_g_first"), "gkey", "left")
-        moves = moves.persist()  # the drops below and every output read it: compute it once
-        shared_frames.append(moves)
         gold_leak = F.coalesce(F.col("_g_first") < F.col("_rank"), F.lit(False))
         query_leak = F.coalesce(F.col("_q_first") < F.col("_rank"), F.lit(False))
         drops.append(_dropped(moves.filter(gold_leak), "move", Reason.GOLD_SEEN_IN_EARLIER_SPLIT, "gold_text", query))
         moves = moves.filter(~gold_leak).withColumn("_query_kept", ~query_leak)
         drops.append(_dropped(moves.filter(query_leak), "move", Reason.QUERY_SEEN_IN_EARLIER_SPLIT, "query_text"))
-        distractors = distractors.join(shared, "key", "left").persist()
-        shared_frames.append(distractors)
+        distractors = distractors.join(shared, "key", "left")
         d_leak = F.coalesce(F.col("first_rank") < F.col("_rank"), F.lit(False))
         drops.append(_dropped(distractors.filter(d_leak), "distractor", Reason.DISTRACTOR_SEEN_IN_EARLIER_SPLIT, "text"))
         distractors = distractors.filter(~d_leak)

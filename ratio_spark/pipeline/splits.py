@@ -9,6 +9,7 @@ stage, so that in = assigned + out of range. Nothing is dropped silently.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from pyspark.sql import Column, DataFrame
@@ -53,24 +54,40 @@ class SplitAssignment:
         return drop_rows(self.out_of_range, F.col("reason"), "pair_id", split="split", role="role",
                          text="gold_text", detail=F.concat(F.lit("paper dated "), date))
 
+    @cached_property
+    def counts(self) -> dict[tuple, int]:
+        """Input rows per (split, role, reason, paper_id), split and reason None where they do not apply.
+
+        One small Spark job (a row per paper and role); ``summary`` and the pools stage's reconciliation
+        are sums over it, so they need no scan of their own.
+        """
+        grouped = self.labelled.groupBy("split", "role", _out_of_range_reason().alias("reason"), "paper_id").count()
+        return {(r["split"], r["role"], r["reason"], r["paper_id"]): r["count"] for r in grouped.collect()}
+
+    def rows_by_split_and_role(self) -> dict[tuple, int]:
+        """Input rows per (split, role), split None out of range (from ``counts``)."""
+        out: dict[tuple, int] = {}
+        for (split, role, _, _), n in self.counts.items():
+            out[(split, role)] = out.get((split, role), 0) + n
+        return out
+
     def summary(self) -> dict[str, Any]:
-        """Counts of pairs and papers per split and out of range. Runs two small Spark jobs."""
-        per_split = {
-            r["split"]: {"pairs": r["pairs"], "papers": r["papers"]}
-            for r in self.pairs.groupBy("split")
-            .agg(F.count("*").alias("pairs"), F.countDistinct("paper_id").alias("papers"))
-            .collect()
-        }
-        out = self.out_of_range.groupBy("reason").agg(
-            F.count("*").alias("pairs"), F.countDistinct("paper_id").alias("papers")
-        ).collect()
-        out_papers = self.out_of_range.select("paper_id").distinct().count() if out else 0
+        """Counts of pairs and papers per split and out of range (from ``counts``)."""
+
+        def pairs_and_papers(keys: list[tuple]) -> dict[str, int]:
+            return {"pairs": sum(self.counts[k] for k in keys),
+                    "papers": len({paper for *_, paper in keys if paper is not None})}
+
+        assigned = [k for k in self.counts if k[0] is not None]
+        out = [k for k in self.counts if k[0] is None]
         return {
-            "pairs_by_split": {s: per_split.get(s, {"pairs": 0, "papers": 0}) for s in SPLITS},
-            "pairs_assigned": sum(v["pairs"] for v in per_split.values()),
-            "pairs_out_of_range": sum(r["pairs"] for r in out),
-            "papers_out_of_range": out_papers,
-            "out_of_range_by_reason": {r["reason"]: {"pairs": r["pairs"], "papers": r["papers"]} for r in out},
+            "pairs_by_split": {s: pairs_and_papers([k for k in assigned if k[0] == s]) for s in SPLITS},
+            "pairs_assigned": pairs_and_papers(assigned)["pairs"],
+            "pairs_out_of_range": pairs_and_papers(out)["pairs"],
+            "papers_out_of_range": pairs_and_papers(out)["papers"],
+            "out_of_range_by_reason": {
+                reason: pairs_and_papers([k for k in out if k[2] == reason]) for reason in sorted({k[2] for k in out})
+            },
         }
 
 
@@ -89,9 +106,14 @@ def assign_splits(mined_pairs: DataFrame, splits_config: SplitsConfig) -> SplitA
     """
     labelled = mined_pairs.withColumn("split", split_of(F.col("pub_date"), splits_config))
     pairs = labelled.filter(F.col("split").isNotNull())
-    out_of_range = labelled.filter(F.col("split").isNull()).withColumn(
-        "reason",
-        F.when(F.col("pub_date").isNull(), F.lit(Reason.MISSING_PUB_DATE))
-        .otherwise(F.lit(Reason.PUB_DATE_OUTSIDE_SPLITS)),
-    )
+    out_of_range = labelled.filter(F.col("split").isNull()).withColumn("reason", _out_of_range_reason())
     return SplitAssignment(labelled=labelled, pairs=pairs, out_of_range=out_of_range)
+
+
+def _out_of_range_reason() -> Column:
+    """Why a row of ``SplitAssignment.labelled`` is in no split; null for a row in a split."""
+    return (
+        F.when(F.col("split").isNotNull(), F.lit(None).cast("string"))
+        .when(F.col("pub_date").isNull(), F.lit(Reason.MISSING_PUB_DATE))
+        .otherwise(F.lit(Reason.PUB_DATE_OUTSIDE_SPLITS))
+    )

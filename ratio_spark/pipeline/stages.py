@@ -164,8 +164,8 @@ def pools_stage(io: StageIO) -> dict[str, Any]:
         build = build_pools(assignment.pairs)
         try:
             with io.phase("building and writing the queries and the shared candidate pool of each split"):
-                queries = io.write("queries", build.queries)
-                candidates = io.write("candidates", build.candidates)
+                written = io.write_all({"queries": build.queries, "candidates": build.candidates})
+                queries, candidates = written["queries"], written["candidates"]
             with io.phase("writing what the pools dropped"):
                 # A union of a dozen small frames: one file per core, not one per partition of each.
                 dropped = assignment.drops.unionByName(build.drops).coalesce(io.spark.sparkContext.defaultParallelism)
@@ -174,7 +174,7 @@ def pools_stage(io: StageIO) -> dict[str, Any]:
             build.unpersist()
         with io.phase("counting what the pools kept"):
             pool_summary = summarise_pools(
-                {(r["split"], r["role"]): r["count"] for r in assignment.labelled.groupBy("split", "role").count().collect()},
+                assignment.rows_by_split_and_role(),
                 {(r["split"], r["move"]): r["count"] for r in queries.groupBy("split", "move").count().collect()},
                 {(r["split"], r["source"]): r["count"] for r in candidates.groupBy("split", "source").count().collect()},
                 drops,
@@ -184,7 +184,7 @@ def pools_stage(io: StageIO) -> dict[str, Any]:
         pairs_examined = io.read("stats_mining").agg(F.sum("pairs_examined")).first()[0]
         frames = benchmark_stats(mined, queries, candidates, pairs_examined)
         with io.phase(f"writing the statistics tables ({', '.join(frames)})"):
-            stats = {name: io.write(name, frame) for name, frame in frames.items()}
+            stats = io.write_all(frames)
         yields = {
             r["label"]: {"pairs": r["pairs"], "per_1000_pairs": round(r["pairs_per_1000"], 3)}
             for r in stats["stats_yield"].collect()
