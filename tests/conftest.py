@@ -24,15 +24,24 @@ SHARED = REPO_ROOT.parent / "shared"
 SAMPLE_TEI = REPO_ROOT / "data" / "sample" / "acl-emnlp-tei"
 
 FIXTURE_MARKERS = {"spark": "spark", "standalone_cluster": "spark", "llm_server": "llm"}
+# Under pytest-xdist (scripts/test.sh: `-n 2 --dist loadgroup`), the tests of one expensive session fixture run
+# in one worker, so the fixture is built once: the session's JVM and the sample tables built with it, the
+# standalone cluster, the llama.cpp server. A test needing several goes with the first. The other tests are
+# spread over the workers.
+WORKER_GROUPS = ("spark", "standalone_cluster", "llm_server")
 
 
 def pytest_collection_modifyitems(config, items):
     """Mark each test by the expensive fixtures in its closure (a test marks itself when it starts a JVM or a
-    server some other way, e.g. through spark-submit)."""
+    server some other way, e.g. through spark-submit), and group it with the other users of its fixture."""
     for item in items:
+        fixtures = getattr(item, "fixturenames", ())
         for fixture, marker in FIXTURE_MARKERS.items():
-            if fixture in getattr(item, "fixturenames", ()):
+            if fixture in fixtures:
                 item.add_marker(marker)
+        group = next((fixture for fixture in WORKER_GROUPS if fixture in fixtures), None)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
