@@ -140,10 +140,11 @@ def mine_papers_stage(io: StageIO, papers: list[str], examined_before: dict) -> 
 
     Why the other papers: the duplicate rule keeps the smallest pair id of a text. A new pair with a smaller
     id than a kept pair of the same text makes that one a duplicate, and a changed paper's kept pair that is
-    gone lets a duplicate of it be kept; mining every paper holding that text again re-ranks them all. The
-    rows of any other paper stay as they are: a kept pair of such a paper that would lose its place
-    (``Mining.displaced``) fails the stage. ``examined_before``: year -> consecutive pairs of the old
-    sentences of ``papers`` (``stats_mining`` is corrected by the difference).
+    gone lets a duplicate of it be kept; mining every paper holding that text again re-ranks them all (a
+    second pass, only when there are such papers). The rows of any other paper stay as they are: a kept pair
+    of such a paper that would lose its place (``Mining.displaced``) fails the stage before it writes.
+    ``examined_before``: year -> consecutive pairs of the old sentences of ``papers`` (``stats_mining`` is
+    corrected by the difference).
     """
     from ratio_spark.core.errors import ReconciliationError
     from ratio_spark.lexicon.loader import load_lexicon
@@ -154,26 +155,35 @@ def mine_papers_stage(io: StageIO, papers: list[str], examined_before: dict) -> 
     sentences, mined_pairs = io.read("sentences"), io.read("mined_pairs")
     mine_drops = io.read("drops").filter(F.col("stage") == "mine")
 
-    def of(frame, ids):
-        return frame.filter(F.col("paper_id").isin(*ids))
+    def mine_again(ids: list[str]):
+        where = in_predicate("paper_id", ids)
+        return where, mine_pairs(io.spark, sentences.filter(where), lexicon, io.config.mining,
+                                 kept_elsewhere=mined_pairs.filter(f"NOT ({where})"))
 
-    staged = mine_pairs(io.spark, of(sentences, papers), lexicon, io.config.mining)
-    with io.phase(f"mining the {len(papers)} new or changed paper(s), finding the papers that share their texts"):
-        texts = staged.mined.select("query_text", "gold_text").unionByName(
-            of(mined_pairs, papers).select("query_text", "gold_text")).distinct()
-        sharing = {r["paper_id"] for r in papers_sharing_texts(mined_pairs, mine_drops, texts).collect()}
-        remined = sorted(set(papers) | sharing)
-        examined_now = {r["year"]: r["count"] for r in staged.examined.collect()}
-    where = in_predicate("paper_id", remined)
-    mining = mine_pairs(io.spark, of(sentences, remined), lexicon, io.config.mining,
-                        kept_elsewhere=mined_pairs.filter(~F.expr(where)))
+    def rows_and_matching(frame, where: str) -> tuple[int, int]:
+        row = frame.agg(F.count("*").alias("rows"), F.count(F.when(F.expr(where), 1)).alias("matching")).first()
+        return row["rows"], row["matching"]
+
+    where, mining = mine_again(papers)
+    scanned = mining.scanned.persist(StorageLevel.MEMORY_AND_DISK)
     matched = mining.matched.persist(StorageLevel.MEMORY_AND_DISK)
+    remined = list(papers)
     try:
-        with io.phase(f"matching, cutting and de-duplicating the pairs of {len(remined)} paper(s)"):
+        with io.phase(f"mining the {len(papers)} new or changed paper(s), finding the papers that share their texts"):
+            examined_now = {r["year"]: r["count"] for r in mining.examined.collect()}
+            texts = matched.filter(F.col("drop_reason").isNull()).select(
+                F.col("query_cut").alias("query_text"), F.col("gold_cut").alias("gold_text")
+            ).unionByName(mined_pairs.filter(where).select("query_text", "gold_text")).distinct()
+            sharing = {r["paper_id"] for r in papers_sharing_texts(mined_pairs, mine_drops, texts).collect()} - set(papers)
+        if sharing:
+            matched.unpersist()
+            remined = sorted(set(papers) | sharing)
+            where, mining = mine_again(remined)
+            matched = mining.matched.persist(StorageLevel.MEMORY_AND_DISK)
+        with io.phase(f"de-duplicating the pairs of {len(remined)} paper(s) against the others' kept pairs"):
             n_matched = matched.count()
             displaced = mining.displaced.limit(3).collect()
-            rows_before = {"mined_pairs": mined_pairs.count(), "drops": mine_drops.count()}
-            replaced = {"mined_pairs": mined_pairs.filter(where).count(), "drops": mine_drops.filter(where).count()}
+            before = {"mined_pairs": rows_and_matching(mined_pairs, where), "drops": rows_and_matching(mine_drops, where)}
             staged_rows = {"mined_pairs": mining.mined.count(), "drops": mining.drops.count()}
         if displaced:
             raise ReconciliationError(
@@ -186,22 +196,23 @@ def mine_papers_stage(io: StageIO, papers: list[str], examined_before: dict) -> 
             io.write_drops(mining.drops, replace_where=where)
     finally:
         matched.unpersist()
+        scanned.unpersist()
     drops_now = io.spark.read.format("delta").load(table_location(io.config, "drops")).filter(F.col("stage") == "mine")
-    rows_after = {"mined_pairs": written.count(), "drops": drops_now.count()}
-    reconciled = [reconcile("mine (update)", f"{name} rows (before - replaced + mined again)",
-                            rows_before[name] - replaced[name] + staged_rows[name], {name: rows_after[name]}, {})
-                  for name in rows_before]
+    after = {"mined_pairs": rows_and_matching(written, where)}
     here = {r["reason"]: r["count"] for r in drops_now.filter(where).groupBy("reason").count().collect()}
+    after["drops"] = (sum(io.dropped_by_reason().values()), sum(here.values()))
+    reconciled = [reconcile("mine (update)", f"{name} rows (before - replaced + mined again)",
+                            before[name][0] - before[name][1] + staged_rows[name], {name: after[name][0]}, {})
+                  for name in before]
     reconciled.append(reconcile("mine (update)", f"pairs of the {len(remined)} paper(s) opening with a marker", n_matched,
-                                {"mined_pairs": written.filter(where).count()}, here))
-    examined = {int(r["year"]) if r["year"] is not None else None: r["pairs_examined"]
-                for r in io.read("stats_mining").collect()}
+                                {"mined_pairs": after["mined_pairs"][1]}, here))
+    examined = {r["year"]: r["pairs_examined"] for r in io.read("stats_mining").collect()}
     for year in set(examined_now) | set(examined_before):
         examined[year] = examined.get(year, 0) + examined_now.get(year, 0) - examined_before.get(year, 0)
     return {
         **_write_stats_mining(io, lexicon.version, {y: n for y, n in examined.items() if n}, written),
         "papers_new_or_changed": len(papers),
-        "papers_sharing_a_text": len(sharing - set(papers)),
+        "papers_sharing_a_text": len(sharing),
         "papers_mined": len(remined),
         "paper_ids_mined": remined,
         "dropped_by_reason": io.dropped_by_reason(),
