@@ -230,3 +230,21 @@ def test_the_incremental_mine_fails_and_writes_nothing_when_a_paper_sharing_a_te
     with pytest.raises(ReconciliationError, match="would change"):
         run_stage(spark, config, MINE_PAPERS, papers=[COPY], examined_before={})
     assert _table_versions(tmp_path / "tables") == versions
+
+
+@pytest.mark.slow
+def test_an_update_after_one_that_stopped_half_way_rebuilds_the_derived_tables(updated, spark, tmp_path):
+    from ratio_spark.pipeline.tables import write_table
+    from ratio_spark.pipeline.update import update
+
+    # A stopped update: mine_pairs lost a row in a commit that no release records.
+    shutil.copytree(Path(updated.config.tables.root), tmp_path / "tables")
+    config = sample_config(Path(updated.config.inputs[0].path), tmp_path / "tables", tmp_path / "release")
+    mined = spark.read.format("delta").load(str(tmp_path / "tables" / "mined_pairs"))
+    write_table(mined.filter(mined.pair_id != mined.first()["pair_id"]), str(tmp_path / "tables" / "mined_pairs"))
+    summary = update(spark, config, str(Path(updated.config.inputs[0].path).parent / "new"))
+    assert summary["papers"]["new"] + summary["papers"]["changed"] == 0
+    assert summary["rerun"] == ["mine", "citations", "pools", "export"] and summary["splits_rebuilt"] == list(SPLITS)
+    assert summary["release"]["release"] == 2
+    shutil.copytree(tmp_path / "tables", tmp_path / "compared", ignore=shutil.ignore_patterns("releases"))
+    assert_same_tables(tmp_path / "compared", Path(updated.rebuilt.tables.root))
