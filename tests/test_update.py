@@ -1,8 +1,11 @@
 """`ratio-spark update` (pipeline/update.py), the living benchmark: a benchmark of four real papers gets two new
-ones and a changed one. The updated tables equal a full rebuild over the same inputs, row for row; the changed
-paper's sentences and pairs are replaced, not added; an update with nothing new writes no table version; the
-release before the update reads back exactly through Delta time travel, and the release's diff matches the
-tables."""
+ones, a copy of one of its papers under a new id (every pair of it a duplicate of an old one, some with a smaller
+pair id) and a changed one. The updated tables equal a full rebuild over the same inputs, row for row, although
+mine ran on some papers only and pools rebuilt some splits only; a new duplicate with a smaller pair id moves the
+old kept pair to the drops; the changed paper's sentences and pairs are replaced, not added; an update with
+nothing new writes no table version; the release before the update reads back exactly through Delta time travel,
+and the release's diff matches the tables; the incremental mine fails, writing nothing, when a paper sharing a
+text with the new ones is left out."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from test_standalone import assert_same_tables, table_names, table_rows
 BASE = ["P16-1001", "P16-1008", "P17-1001", "P17-1008"]
 NEW = ["P18-1001", "P18-1009"]
 CHANGED = "P17-1001"
+COPIED, COPY = "P17-1008", "P17-1090"  # the copy is a new paper of the same year: every pair of it a duplicate
 ADDED = ("Our method scores every candidate in a single pass over the corpus. "
          "In particular, it ranks each candidate by its word overlap with the query sentence.")
 
@@ -55,6 +59,7 @@ def updated(spark, tmp_path_factory) -> Updated:
     for name in NEW:
         shutil.copy(SAMPLE_TEI / f"{name}.tei.xml.gz", new)
     changed_copy(SAMPLE_TEI / f"{CHANGED}.tei.xml.gz", new / f"{CHANGED}.tei.xml")
+    shutil.copy(SAMPLE_TEI / f"{COPIED}.tei.xml.gz", new / f"{COPY}.tei.xml.gz")
 
     config = sample_config(base, root / "tables", root / "release")
     for stage in PIPELINE:
@@ -75,7 +80,7 @@ def updated(spark, tmp_path_factory) -> Updated:
 
 @pytest.mark.slow
 def test_an_update_gives_the_tables_of_a_full_rebuild(updated):
-    assert updated.summary["papers"] == {"new": len(NEW), "changed": 1, "unchanged": 0}
+    assert updated.summary["papers"] == {"new": len(NEW) + 1, "changed": 1, "unchanged": 0}
     tables = Path(updated.config.tables.root)
     assert "releases" in table_names(tables)
     shutil.copytree(tables, tables.parent / "compared", ignore=shutil.ignore_patterns("releases"))
@@ -146,7 +151,7 @@ def test_an_update_with_nothing_new_writes_no_table_version(updated, spark):
     versions = _table_versions(tables)
     new = Path(updated.config.inputs[0].path).parent / "new"
     summary = update(spark, updated.config, str(new))
-    assert summary["papers"] == {"new": 0, "changed": 0, "unchanged": len(NEW) + 1}
+    assert summary["papers"] == {"new": 0, "changed": 0, "unchanged": len(NEW) + 2}
     assert summary["release"] is None
     assert _table_versions(tables) == versions
 
@@ -162,3 +167,84 @@ def test_rolling_splits_end_with_the_month_of_the_latest_paper():
     assert (resolved.train.start, resolved.train.end) == (dt.date(2010, 1, 1), dt.date(2025, 9, 30))
     assert splits.resolved(None) is splits
     assert SplitsConfig().resolved(dt.date(2026, 2, 14)) == SplitsConfig()  # fixed splits stay as configured
+
+
+def delta_rows(root: Path, name: str):
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(root / name)).to_pandas()
+
+
+@pytest.mark.slow
+def test_a_new_duplicate_with_a_smaller_pair_id_moves_the_kept_pair_to_the_drops(updated):
+    before, tables = delta_rows(updated.before, "mined_pairs"), delta_rows(Path(updated.config.tables.root), "mined_pairs")
+    kept_before = set(before[before["paper_id"] == COPIED]["pair_id"])
+    kept_now = tables.set_index("pair_id")
+    drops = delta_rows(Path(updated.config.tables.root), "drops")
+    duplicates = drops[(drops["stage"] == "mine") & (drops["reason"] == "duplicate_pair")].set_index("item_id")
+    displaced = kept_before - set(kept_now.index)
+    assert displaced, "the copy should have a smaller pair id than some kept pair of the copied paper"
+    for pair_id in displaced:
+        first = duplicates.loc[pair_id, "detail"].removeprefix("same query and gold text as ")
+        assert kept_now.loc[first, "paper_id"] == COPY and first < pair_id
+        old = before.set_index("pair_id").loc[pair_id]
+        assert (kept_now.loc[first, "query_text"], kept_now.loc[first, "gold_text"]) == (old["query_text"], old["gold_text"])
+    # And the other way round: copied pairs with a larger id are the copy's duplicates, the old ones stay.
+    stayed = kept_before & set(kept_now.index)
+    assert stayed and set(duplicates[duplicates["paper_id"] == COPY]["detail"].str.removeprefix(
+        "same query and gold text as ")) >= stayed
+
+
+@pytest.mark.slow
+def test_the_summary_says_what_ran_incrementally_and_which_splits_were_rebuilt(updated):
+    summary = updated.summary
+    assert summary["incremental"] == ["ingest", "segment", "mine", "pools"]
+    assert summary["rerun"] == ["citations", "export"]
+    papers = delta_rows(Path(updated.config.tables.root), "papers")
+    dates = papers[papers["paper_id"].isin([*NEW, CHANGED, COPY])]["pub_date"]
+    ranges = updated.config.splits.ranges()
+    ranks = {SPLITS.index(s) for d in dates for s, r in ranges.items() if r.start <= d <= r.end}
+    assert summary["splits_rebuilt"] == list(SPLITS[min(ranks):]) and "train" not in summary["splits_rebuilt"]
+    mine = summary["stages"]["mine"]
+    assert mine["papers_new_or_changed"] == len(NEW) + 2
+    assert mine["papers_sharing_a_text"] >= 1  # the copied paper at least
+    assert mine["papers_mined"] == mine["papers_new_or_changed"] + mine["papers_sharing_a_text"]
+    assert all(" = " in line for line in mine["reconciled"])
+
+
+@pytest.mark.slow
+def test_the_incremental_mine_fails_and_writes_nothing_when_a_paper_sharing_a_text_is_left_out(
+        updated, spark, tmp_path, monkeypatch):
+    import ratio_spark.pipeline.mine as mine
+    from ratio_spark.core.errors import ReconciliationError
+    from ratio_spark.pipeline.contracts import MINE_PAPERS
+    from ratio_spark.pipeline.runner import run_stage
+
+    # The benchmark before the update with the sentences after it: the copy's sentences are there, its pairs not.
+    shutil.copytree(updated.before, tmp_path / "tables")
+    shutil.rmtree(tmp_path / "tables" / "sentences")
+    shutil.copytree(Path(updated.config.tables.root) / "sentences", tmp_path / "tables" / "sentences")
+    config = sample_config(Path(updated.config.inputs[0].path), tmp_path / "tables", tmp_path / "release")
+    versions = _table_versions(tmp_path / "tables")
+    monkeypatch.setattr(mine, "papers_sharing_texts", lambda mined_pairs, drops, texts: mined_pairs.limit(0).select("paper_id"))
+    with pytest.raises(ReconciliationError, match="would change"):
+        run_stage(spark, config, MINE_PAPERS, papers=[COPY], examined_before={})
+    assert _table_versions(tmp_path / "tables") == versions
+
+
+@pytest.mark.slow
+def test_an_update_after_one_that_stopped_half_way_rebuilds_the_derived_tables(updated, spark, tmp_path):
+    from ratio_spark.pipeline.tables import write_table
+    from ratio_spark.pipeline.update import update
+
+    # A stopped update: mine_pairs lost a row in a commit that no release records.
+    shutil.copytree(Path(updated.config.tables.root), tmp_path / "tables")
+    config = sample_config(Path(updated.config.inputs[0].path), tmp_path / "tables", tmp_path / "release")
+    mined = spark.read.format("delta").load(str(tmp_path / "tables" / "mined_pairs"))
+    write_table(mined.filter(mined.pair_id != mined.first()["pair_id"]), str(tmp_path / "tables" / "mined_pairs"))
+    summary = update(spark, config, str(Path(updated.config.inputs[0].path).parent / "new"))
+    assert summary["papers"]["new"] + summary["papers"]["changed"] == 0
+    assert summary["rerun"] == ["mine", "citations", "pools", "export"] and summary["splits_rebuilt"] == list(SPLITS)
+    assert summary["release"]["release"] == 2
+    shutil.copytree(tmp_path / "tables", tmp_path / "compared", ignore=shutil.ignore_patterns("releases"))
+    assert_same_tables(tmp_path / "compared", Path(updated.rebuilt.tables.root))

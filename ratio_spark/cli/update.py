@@ -19,10 +19,10 @@ def run(args: argparse.Namespace) -> int:
     from ratio_spark.cli.preflight import require, update_checks
     from ratio_spark.core.config import load_config
     from ratio_spark.pipeline.session import build_spark_session
-    from ratio_spark.pipeline.update import REBUILT, update
+    from ratio_spark.pipeline.update import INCREMENTAL, REBUILT, update
 
     config = load_config(args.conf, args.overrides)
-    require(update_checks(config, args.inputs, ["segment", *REBUILT]))  # before the JVM starts
+    require(update_checks(config, args.inputs, ["segment", *INCREMENTAL, *REBUILT]))  # before the JVM starts
     summary = update(build_spark_session(config.spark), config, args.inputs)
     for stage_summary in summary.pop("stages").values():
         print_summary(stage_summary)

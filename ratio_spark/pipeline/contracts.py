@@ -12,7 +12,7 @@ This module is imported by ``ratio-spark --help`` (the stage commands' help line
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ratio_spark.core.errors import ReconciliationError
 from ratio_spark.core.schema import REASONS, TABLES, reasons_of
@@ -85,6 +85,14 @@ _CONTRACTS = [
 ]
 CONTRACTS: dict[str, StageContract] = {c.name: c for c in _CONTRACTS}
 PIPELINE: tuple[str, ...] = tuple(CONTRACTS)  # the order of `ratio-spark run`
+# An update's mine (pipeline/update.py): some papers mined again, their rows replaced; it also reads the rows
+# it replaces and the counts it corrects.
+MINE_PAPERS = replace(
+    CONTRACTS["mine"],
+    reads={**CONTRACTS["mine"].reads, "mined_pairs": TABLES["mined_pairs"].column_names,
+           "drops": ("stage", "paper_id", "reason", "text"), "stats_mining": ("year", "pairs_examined")},
+    implementation="ratio_spark.pipeline.stages:mine_papers_stage",
+)
 
 
 def writers_of(table: str) -> list[str]:

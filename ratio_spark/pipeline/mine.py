@@ -159,6 +159,11 @@ def match_markers(pairs: DataFrame, cutter: PairCutter, spark: SparkSession) -> 
     return pairs.mapInArrow(run, out_schema)
 
 
+def pairs_examined(sentences: DataFrame) -> dict[int | None, int]:
+    """Publication year -> consecutive pairs of ``sentences``: what ``Mining.examined`` counts (``stats_mining``)."""
+    return {r["year"]: r["count"] for r in pairs_for_mining(sentences).groupBy(F.year("pub_date").alias("year")).count().collect()}
+
+
 def pair_id_column() -> F.Column:
     return F.concat(F.lit("p"), F.substring(F.sha2(F.concat_ws("|", "query_sentence_id", "gold_sentence_id"), 256), 1, 16))
 
@@ -171,18 +176,30 @@ class Mining:
     the pairs (one shuffle of the sentences) once;
     ``matched``: every pair whose second sentence opens with a marker, with its ``drop_reason`` (null: kept) and
     its rank among the kept pairs of the same (query, gold) text; ``mined``: the ``mined_pairs`` rows;
-    ``drops``: the matched pairs that are not rows, with their reason. All lazy; ``mined`` and ``drops`` both
-    read ``matched``, so a stage that persists ``matched`` runs the matching and the de-duplication once."""
+    ``drops``: the matched pairs that are not rows, with their reason; ``displaced``: the pairs kept elsewhere
+    (``mine_pairs``'s ``kept_elsewhere``) that a matched pair with a smaller pair id now makes duplicates. All
+    lazy; ``mined`` and ``drops`` both read ``matched``, so a stage that persists ``matched`` runs the matching
+    and the de-duplication once."""
 
     scanned: DataFrame
     examined: DataFrame
     matched: DataFrame
     mined: DataFrame
     drops: DataFrame
+    displaced: DataFrame
 
 
-def mine_pairs(spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, config: MiningConfig) -> Mining:
-    """sentences -> pairs examined, matched pairs, ``mined_pairs`` rows (de-duplicated) and the drops."""
+DUPLICATE_OF = "same query and gold text as "  # the detail of a duplicate_pair drop, before the kept pair's id
+
+
+def mine_pairs(spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, config: MiningConfig,
+               kept_elsewhere: DataFrame | None = None) -> Mining:
+    """sentences -> pairs examined, matched pairs, ``mined_pairs`` rows (de-duplicated) and the drops.
+
+    ``kept_elsewhere``: ``mined_pairs`` rows of papers that are not in ``sentences`` (an update mines only some
+    papers). The duplicate rule ranks the matched pairs together with them, so a matched pair whose text one
+    of them has with a smaller pair id is a duplicate of it, as in a mine of every paper at once.
+    """
     cutter = pair_cutter(lexicon, config)
     pairs = pairs_for_mining(sentences)
     scanned = pairs.select(F.year("pub_date").alias("year"),
@@ -190,13 +207,19 @@ def mine_pairs(spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, conf
     candidates = scanned.filter(F.col("_pair").isNotNull()).select("_pair.*")
     cut = match_markers(candidates, cutter, spark).filter(
         F.col("role").isNotNull()
-    ).withColumn("pair_id", pair_id_column())
+    ).withColumn("pair_id", pair_id_column()).withColumn("_elsewhere", F.lit(False))
+    kept = F.col("drop_reason").isNull()
+    if kept_elsewhere is not None:  # only those sharing a text with a matched pair can rank with one
+        texts = cut.filter(kept).select("query_cut", "gold_cut").distinct()
+        elsewhere = kept_elsewhere.select(F.col("query_text").alias("query_cut"), F.col("gold_text").alias("gold_cut"),
+                                          "pair_id").join(texts, ["query_cut", "gold_cut"], "left_semi")
+        cut = cut.unionByName(elsewhere.withColumn("_elsewhere", F.lit(True)), allowMissingColumns=True)
     # De-duplicate on (query, gold): the smallest pair id is kept, so reruns keep the same row. One window
     # (one shuffle) over all matched pairs: a dropped pair ranks only among pairs with its own drop reason,
     # and its rank is not used.
     first = Window.partitionBy("drop_reason", "query_cut", "gold_cut").orderBy("pair_id")
-    matched = cut.withColumn("_n", F.row_number().over(first)).withColumn("_first_pair_id", F.first("pair_id").over(first))
-    kept = F.col("drop_reason").isNull()
+    ranked = cut.withColumn("_n", F.row_number().over(first)).withColumn("_first_pair_id", F.first("pair_id").over(first))
+    matched = ranked.filter(~F.col("_elsewhere"))
     mined = matched.filter(kept & (F.col("_n") == 1)).select(
         "pair_id", "paper_id", "pub_date", "role", "move", "category", "marker", "marker_entry", "marker_source",
         F.lit(lexicon.version).alias("lexicon_version"),
@@ -207,11 +230,23 @@ def mine_pairs(spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, conf
         F.col("gold_cut_original").alias("gold_text_original"),
     )
     marker = F.concat(F.lit("marker '"), F.col("marker"), F.lit("'; query: "), F.col("query_cut"))
-    duplicate = F.concat(F.lit("same query and gold text as "), F.col("_first_pair_id"))
+    duplicate = F.concat(F.lit(DUPLICATE_OF), F.col("_first_pair_id"))
     drops = drop_rows(
         matched.filter(~kept | (F.col("_n") > 1)), F.coalesce("drop_reason", F.lit(Reason.DUPLICATE_PAIR)), "pair_id",
         role="role", text="gold_cut", detail=F.when(kept, duplicate).otherwise(marker),
     )
+    displaced = ranked.filter(F.col("_elsewhere") & (F.col("_n") > 1)).select("pair_id", "_first_pair_id")
     examined = scanned.groupBy("year").count()
     return Mining(scanned=scanned, examined=examined, matched=matched, mined=mined.select(*TABLES["mined_pairs"].column_names),
-                  drops=drops)
+                  drops=drops, displaced=displaced)
+
+
+def papers_sharing_texts(mined_pairs: DataFrame, drops: DataFrame, texts: DataFrame) -> DataFrame:
+    """The papers (``paper_id``) with a kept pair, or a ``duplicate_pair`` drop, of one of ``texts``
+    (``query_text``, ``gold_text``): mining them again with the papers of ``texts`` re-ranks every pair of
+    those texts. A drop records the gold text only, so a drop of the same gold with another query counts too
+    (more papers than needed, never fewer)."""
+    kept = mined_pairs.join(texts, ["query_text", "gold_text"], "left_semi").select("paper_id")
+    duplicates = drops.filter(F.col("reason") == Reason.DUPLICATE_PAIR).join(
+        texts.select(F.col("gold_text").alias("text")).distinct(), "text", "left_semi").select("paper_id")
+    return kept.unionByName(duplicates).distinct()

@@ -43,7 +43,7 @@ Everything is Spark SQL (no Python UDFs). ``build_pools`` returns lazy DataFrame
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Collection
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -179,8 +179,12 @@ def _dropped(rows: DataFrame, role: Column | str, reason: str | Column, text: st
     return drop_rows(rows, reason, "pair_id", split="split", role=role_col, text=text, detail=detail)
 
 
-def build_pools(split_pairs: DataFrame, apply_cross_split_rule: bool = True) -> PoolBuild:
+def build_pools(split_pairs: DataFrame, apply_cross_split_rule: bool = True,
+                splits: Collection[str] | None = None) -> PoolBuild:
     """``mined_pairs`` + ``split`` -> queries, candidates and counted drops (the module docstring's rules).
+
+    ``splits``: build only these (an update rebuilds the splits its papers changed); the cross-split rule
+    still reads the texts of every split in ``split_pairs``.
 
     ``apply_cross_split_rule=False`` exists only to build leaking data on purpose: the leakage tests
     use it to show that ``check_leakage`` stops such a build.
@@ -214,13 +218,17 @@ def build_pools(split_pairs: DataFrame, apply_cross_split_rule: bool = True) -> 
     drops.append(_dropped(distractors.filter(F.col("key") == ""), "distractor", Reason.EMPTY_TEXT, "text"))
     distractors = distractors.filter(F.col("key") != "")
 
+    every_split = moves, distractors  # what the cross-split rule reads
+    if splits is not None:
+        moves, distractors = (frame.filter(F.col("split").isin(*splits)) for frame in every_split)
+
     # 2. Cross-split rule. Only texts that occur in more than one split matter (few: boilerplate), so
     #    the joins below are against a small table.
     if apply_cross_split_rule:
         occurrences = (
-            moves.select(F.col("qkey").alias("key"), "_rank")
-            .unionByName(moves.select(F.col("gkey").alias("key"), "_rank"))
-            .unionByName(distractors.select("key", "_rank"))
+            every_split[0].select(F.col("qkey").alias("key"), "_rank")
+            .unionByName(every_split[0].select(F.col("gkey").alias("key"), "_rank"))
+            .unionByName(every_split[1].select("key", "_rank"))
         )
         # Persisted and broadcast: the three joins below read it, and it is small.
         shared = (
@@ -313,5 +321,7 @@ def build_pools(split_pairs: DataFrame, apply_cross_split_rule: bool = True) -> 
     all_drops = drops[0]
     for extra in drops[1:]:
         all_drops = all_drops.unionByName(extra)
+    if splits is not None:
+        all_drops = all_drops.filter(F.col("split").isin(*splits))
     return PoolBuild(queries=queries, candidates=candidates, drops=all_drops, inputs=split_pairs,
                      shared=tuple(shared_frames))

@@ -110,21 +110,25 @@ class StageIO:
         self.written[name] = location
         return self.spark.read.format("delta").load(location)
 
-    def write(self, name: str, df: DataFrame) -> DataFrame:
-        """Replace a declared output table; returns the table as written (count that, not ``df``)."""
+    def write(self, name: str, df: DataFrame, replace_where: str | None = None) -> DataFrame:
+        """Replace a declared output table (or, with ``replace_where``, the rows that match it: an update);
+        returns the whole table as written (count that, not ``df``)."""
         if name not in self.contract.writes:
             raise ContractError(f"{self.contract.name} writes table {name!r}, which its contract does not declare")
-        return self._write(name, df)
+        return self._write(name, df, replace_where)
 
-    def write_all(self, frames: dict[str, DataFrame]) -> dict[str, DataFrame]:
+    def write_all(self, frames: dict[str, DataFrame], replace_where: str | None = None) -> dict[str, DataFrame]:
         """``write`` each table, all at once (a thread each): Spark runs their jobs side by side, so one table's
         Delta commit and planning overlap another's computation. Returns each table as written."""
         with ThreadPoolExecutor(max_workers=len(frames)) as pool:
-            futures = {name: pool.submit(self.write, name, df) for name, df in frames.items()}
+            futures = {name: pool.submit(self.write, name, df, replace_where) for name, df in frames.items()}
         return {name: future.result() for name, future in futures.items()}
 
-    def write_drops(self, drops: DataFrame) -> dict[tuple, int]:
+    def write_drops(self, drops: DataFrame, replace_where: str | None = None) -> dict[tuple, int]:
         """Write what the stage dropped and count it as written: (reason, split, role) -> rows.
+
+        ``replace_where`` (an update): replace only the stage's drops that match it; the counts are still
+        those of all the stage's drops as written.
 
         ``drops`` has the drops table's columns except ``stage`` and ``item`` (the runner adds both: the
         item follows from the reason); ingest passes rows of ``rejects``. A reason that the stage has not
@@ -136,7 +140,8 @@ class StageIO:
         if target == "drops":
             items = F.create_map(*[F.lit(x) for r in REASONS.values() for x in (r.code, r.item)])
             drops = drops.withColumn("stage", F.lit(self.contract.name)).withColumn("item", items[F.col("reason")])
-            written = self._write(target, drops, replace_where=f"stage = '{self.contract.name}'")
+            where = f"stage = '{self.contract.name}'" + (f" AND ({replace_where})" if replace_where else "")
+            written = self._write(target, drops, replace_where=where)
             written = written.filter(F.col("stage") == self.contract.name)
         else:
             written = self._write(target, drops)
@@ -179,12 +184,13 @@ def _implementation(contract: StageContract) -> Callable[[StageIO], dict[str, An
     return getattr(importlib.import_module(module), function)
 
 
-def run_stage(spark: SparkSession, config: Config, stage: str | StageContract) -> dict[str, Any]:
-    """Check the inputs, run the stage, check that it wrote every declared output; returns its summary."""
+def run_stage(spark: SparkSession, config: Config, stage: str | StageContract, **options: Any) -> dict[str, Any]:
+    """Check the inputs, run the stage, check that it wrote every declared output; returns its summary.
+    ``options`` go to the stage's function (an update's: which papers to mine, which splits to build)."""
     contract = CONTRACTS[stage] if isinstance(stage, str) else stage
     started = time.time()
     io = StageIO(spark, config, contract, check_inputs(spark, config, contract))
-    summary = _implementation(contract)(io)
+    summary = _implementation(contract)(io, **options)
     expected = [*contract.writes, *([contract.drops_table] if contract.drops_table else [])]
     unwritten = [name for name in expected if name not in io.written]
     if unwritten:

@@ -122,31 +122,131 @@ def mine_stage(io: StageIO) -> dict[str, Any]:
     finally:  # matched first: unpersisting scanned would drop the cached matched pairs that were built from it
         matched.unpersist()
         scanned.unpersist()
-    # One row per publication year: yields by year need the pairs examined in that year.
+    summary = _write_stats_mining(io, lexicon.version, examined_by_year, written)
+    dropped = io.dropped_by_reason()
+    return {
+        **summary,
+        "pairs_opening_with_a_marker": n_matched,
+        "dropped_by_reason": dropped,
+        "reconciled": reconcile("mine", "pairs opening with a marker", n_matched,
+                                {"mined_pairs": summary["mined_pairs"]}, dropped),
+    }
+
+
+def mine_papers_stage(io: StageIO, papers: list[str], examined_before: dict) -> dict[str, Any]:
+    """An update's mine (contract ``contracts.MINE_PAPERS``): only ``papers`` (the new and changed ones, their
+    sentences already in ``sentences``) and the papers that share a (query, gold) text with them are mined,
+    against the pairs the other papers keep, and replace those papers' rows of ``mined_pairs`` and ``drops``.
+
+    Why the other papers: the duplicate rule keeps the smallest pair id of a text. A new pair with a smaller
+    id than a kept pair of the same text makes that one a duplicate, and a changed paper's kept pair that is
+    gone lets a duplicate of it be kept; mining every paper holding that text again re-ranks them all (a
+    second pass, only when there are such papers). The rows of any other paper stay as they are: a kept pair
+    of such a paper that would lose its place (``Mining.displaced``) fails the stage before it writes.
+    ``examined_before``: year -> consecutive pairs of the old sentences of ``papers`` (``stats_mining`` is
+    corrected by the difference).
+    """
+    from ratio_spark.core.errors import ReconciliationError
+    from ratio_spark.lexicon.loader import load_lexicon
+    from ratio_spark.pipeline.mine import mine_pairs, papers_sharing_texts
+    from ratio_spark.pipeline.tables import in_predicate, table_location
+
+    lexicon = load_lexicon(io.config.mining.lexicon)
+    sentences, mined_pairs = io.read("sentences"), io.read("mined_pairs")
+    mine_drops = io.read("drops").filter(F.col("stage") == "mine")
+
+    def mine_again(ids: list[str]):
+        where = in_predicate("paper_id", ids)
+        return where, mine_pairs(io.spark, sentences.filter(where), lexicon, io.config.mining,
+                                 kept_elsewhere=mined_pairs.filter(f"NOT ({where})"))
+
+    def rows_and_matching(frame, where: str) -> tuple[int, int]:
+        row = frame.agg(F.count("*").alias("rows"), F.count(F.when(F.expr(where), 1)).alias("matching")).first()
+        return row["rows"], row["matching"]
+
+    where, mining = mine_again(papers)
+    scanned = mining.scanned.persist(StorageLevel.MEMORY_AND_DISK)
+    matched = mining.matched.persist(StorageLevel.MEMORY_AND_DISK)
+    remined = list(papers)
+    try:
+        with io.phase(f"mining the {len(papers)} new or changed paper(s), finding the papers that share their texts"):
+            examined_now = {r["year"]: r["count"] for r in mining.examined.collect()}
+            texts = matched.filter(F.col("drop_reason").isNull()).select(
+                F.col("query_cut").alias("query_text"), F.col("gold_cut").alias("gold_text")
+            ).unionByName(mined_pairs.filter(where).select("query_text", "gold_text")).distinct()
+            sharing = {r["paper_id"] for r in papers_sharing_texts(mined_pairs, mine_drops, texts).collect()} - set(papers)
+        if sharing:
+            matched.unpersist()
+            remined = sorted(set(papers) | sharing)
+            where, mining = mine_again(remined)
+            matched = mining.matched.persist(StorageLevel.MEMORY_AND_DISK)
+        with io.phase(f"de-duplicating the pairs of {len(remined)} paper(s) against the others' kept pairs"):
+            n_matched = matched.count()
+            displaced = mining.displaced.limit(3).collect()
+            before = {"mined_pairs": rows_and_matching(mined_pairs, where), "drops": rows_and_matching(mine_drops, where)}
+            staged_rows = {"mined_pairs": mining.mined.count(), "drops": mining.drops.count()}
+        if displaced:
+            raise ReconciliationError(
+                "mine (update): pair(s) " + ", ".join(f"{r['pair_id']} (now a duplicate of {r['_first_pair_id']})"
+                                                      for r in displaced)
+                + f" of papers outside the {len(remined)} mined again would change: the papers sharing a text were "
+                "not all mined again (mine.papers_sharing_texts)")
+        with io.phase("replacing their rows of mined_pairs and drops"):
+            written = io.write("mined_pairs", mining.mined, replace_where=where)
+            io.write_drops(mining.drops, replace_where=where)
+    finally:
+        matched.unpersist()
+        scanned.unpersist()
+    drops_now = io.spark.read.format("delta").load(table_location(io.config, "drops")).filter(F.col("stage") == "mine")
+    after = {"mined_pairs": rows_and_matching(written, where)}
+    here = {r["reason"]: r["count"] for r in drops_now.filter(where).groupBy("reason").count().collect()}
+    after["drops"] = (sum(io.dropped_by_reason().values()), sum(here.values()))
+    reconciled = [reconcile("mine (update)", f"{name} rows (before - replaced + mined again)",
+                            before[name][0] - before[name][1] + staged_rows[name], {name: after[name][0]}, {})
+                  for name in before]
+    reconciled.append(reconcile("mine (update)", f"pairs of the {len(remined)} paper(s) opening with a marker", n_matched,
+                                {"mined_pairs": after["mined_pairs"][1]}, here))
+    examined = {r["year"]: r["pairs_examined"] for r in io.read("stats_mining").collect()}
+    for year in set(examined_now) | set(examined_before):
+        examined[year] = examined.get(year, 0) + examined_now.get(year, 0) - examined_before.get(year, 0)
+    return {
+        **_write_stats_mining(io, lexicon.version, {y: n for y, n in examined.items() if n}, written),
+        "papers_new_or_changed": len(papers),
+        "papers_sharing_a_text": len(sharing),
+        "papers_mined": len(remined),
+        "paper_ids_mined": remined,
+        "dropped_by_reason": io.dropped_by_reason(),
+        "reconciled": reconciled,
+    }
+
+
+def _write_stats_mining(io: StageIO, lexicon_version: str, examined_by_year: dict, mined) -> dict[str, Any]:
+    """Write ``stats_mining`` (one row per publication year: yields by year need the pairs examined in that
+    year); returns the summary's counts of ``mined`` (the ``mined_pairs`` table as written)."""
     stats = io.spark.createDataFrame(
-        [(lexicon.version, year, n) for year, n in sorted(examined_by_year.items(), key=lambda kv: (kv[0] is None, kv[0]))],
+        [(lexicon_version, year, n) for year, n in sorted(examined_by_year.items(), key=lambda kv: (kv[0] is None, kv[0]))],
         "lexicon_version string, year int, pairs_examined bigint",
     )
     io.write("stats_mining", stats)
     by_label = {
         f"{r['role']}:{r['label']}": r["count"]
-        for r in written.groupBy("role", F.coalesce("move", "category").alias("label")).count().collect()
+        for r in mined.groupBy("role", F.coalesce("move", "category").alias("label")).count().collect()
     }
-    dropped = io.dropped_by_reason()
-    rows = sum(by_label.values())
     return {
-        "lexicon_version": lexicon.version,
+        "lexicon_version": lexicon_version,
         "consecutive_pairs_examined": sum(examined_by_year.values()),
-        "pairs_opening_with_a_marker": n_matched,
-        "dropped_by_reason": dropped,
-        "mined_pairs": rows,
+        "mined_pairs": sum(by_label.values()),
         "mined_by_move_or_category": dict(sorted(by_label.items())),
-        "reconciled": reconcile("mine", "pairs opening with a marker", n_matched, {"mined_pairs": rows}, dropped),
     }
 
 
-def pools_stage(io: StageIO) -> dict[str, Any]:
-    """``mined_pairs`` -> temporal splits, shared candidate pools (``queries``, ``candidates``), leakage checks, ``stats_*``."""
+def pools_stage(io: StageIO, splits: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """``mined_pairs`` -> temporal splits, shared candidate pools (``queries``, ``candidates``), leakage checks, ``stats_*``.
+
+    ``splits`` (an update): build and replace only these splits' queries, candidates and drops (and the drops
+    of pairs in no split); the counts, their reconciliation, the leakage checks and the statistics still
+    cover every split, as written."""
+    from ratio_spark.pipeline.tables import in_predicate
     from ratio_spark.pipeline.leakage import check_leakage
     from ratio_spark.pipeline.pools import build_pools, summarise_pools
     from ratio_spark.pipeline.splits import assign_splits, resolve_splits
@@ -155,21 +255,23 @@ def pools_stage(io: StageIO) -> dict[str, Any]:
     # Persisted: the splits, their summary, the pools, the counts and the statistics all read the mined pairs.
     mined = io.read("mined_pairs").persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        splits = resolve_splits(mined, io.config.splits)
-        if splits is not io.config.splits:
-            io.log("rolling splits: " + ", ".join(f"{n} {r.start}..{r.end}" for n, r in splits.ranges().items()))
+        ranges = resolve_splits(mined, io.config.splits)
+        if ranges is not io.config.splits:
+            io.log("rolling splits: " + ", ".join(f"{n} {r.start}..{r.end}" for n, r in ranges.ranges().items()))
         with io.phase("assigning temporal splits"):
-            assignment = assign_splits(mined, splits)
+            assignment = assign_splits(mined, ranges)
             split_summary = assignment.summary()
-        build = build_pools(assignment.pairs)
+        build = build_pools(assignment.pairs, splits=splits)
+        where = None if splits is None else in_predicate("split", splits)
         try:
-            with io.phase("building and writing the queries and the shared candidate pool of each split"):
-                written = io.write_all({"queries": build.queries, "candidates": build.candidates})
+            with io.phase("building and writing the queries and the shared candidate pool of "
+                          + ("each split" if splits is None else f"split(s) {', '.join(splits) or '(none)'}")):
+                written = io.write_all({"queries": build.queries, "candidates": build.candidates}, replace_where=where)
                 queries, candidates = written["queries"], written["candidates"]
             with io.phase("writing what the pools dropped"):
                 # A union of a dozen small frames: one file per core, not one per partition of each.
                 dropped = assignment.drops.unionByName(build.drops).coalesce(io.spark.sparkContext.defaultParallelism)
-                drops = io.write_drops(dropped)
+                drops = io.write_drops(dropped, replace_where=where and f"split IS NULL OR {where}")
         finally:
             build.unpersist()
         with io.phase("counting what the pools kept"):
@@ -180,7 +282,7 @@ def pools_stage(io: StageIO) -> dict[str, Any]:
                 drops,
             )
         with io.phase("leakage checks"):
-            leakage = check_leakage(queries, candidates, splits)
+            leakage = check_leakage(queries, candidates, ranges)
         pairs_examined = io.read("stats_mining").agg(F.sum("pairs_examined")).first()[0]
         frames = benchmark_stats(mined, queries, candidates, pairs_examined)
         with io.phase(f"writing the statistics tables ({', '.join(frames)})"):

@@ -26,6 +26,13 @@ def write_table(df: DataFrame, location: str, partition_by: list[str] | tuple[st
     writer.save(location)
 
 
+def in_predicate(column: str, values: list[str] | tuple[str, ...]) -> str:
+    """``column IN ('a', 'b')`` for a Delta ``replaceWhere`` (``false`` for no values: replaces nothing)."""
+    if not values:
+        return "false"
+    return f"{column} IN (" + ", ".join("'" + v.replace("'", "''") + "'" for v in values) + ")"
+
+
 def read_table(spark: SparkSession, config: Config, name: str) -> DataFrame:
     location = table_location(config, name)
     try:

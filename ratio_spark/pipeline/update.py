@@ -10,17 +10,27 @@
    and last ``papers`` by a Delta ``MERGE`` on ``paper_id`` (inserted or updated). Each replacement is
    reconciled: rows after = rows before - the replaced papers' old rows + the staged rows. The merged
    tables are then compacted (Delta ``OPTIMIZE``).
-4. ``mine``, ``citations``, ``pools`` and ``export`` run again over the whole tables, each under its
-   contract: mine's duplicate rule is corpus-wide (a pair whose query and gold text occur with a smaller
-   pair id anywhere is dropped), references resolve across the corpus, and pools.py builds every split at
-   once. So the result equals a full rebuild from the same inputs (tests/test_update.py).
-5. A row of ``releases`` records the release: every table's Delta version (read any of them back with
+4. ``mine`` runs on those papers only (``stages.mine_papers_stage``), plus the papers that share a (query,
+   gold) text with them: the duplicate rule keeps the smallest pair id of a text corpus-wide, so those are
+   ranked again together, against the pairs every other paper keeps. Their rows of ``mined_pairs`` and of
+   mine's ``drops`` are replaced (one commit each, reconciled the same way), ``stats_mining`` is corrected
+   by the pairs examined before and after.
+5. ``pools`` rebuilds only the splits whose pairs changed and the later ones (the cross-split rule drops a
+   text from a split when an earlier split has it), or every split when rolling windows moved
+   (``splits_to_rebuild``): their ``queries``, ``candidates`` and drops are replaced (``replaceWhere`` on
+   ``split``); the reconciliation, the leakage checks and the statistics cover every split.
+   ``citations`` (a new paper can be the one an old bibliography entry cites) and ``export`` (the release
+   files) run again over the whole tables. The result equals a full rebuild from the same inputs
+   (tests/test_update.py).
+6. A row of ``releases`` records the release: every table's Delta version (read any of them back with
    ``read_release``: Delta time travel, ``versionAsOf``), row counts, and the diff against the previous
    release (new queries per split and move, pool growth per split).
 
 Nothing new or changed: nothing is written, no table gets a version. A killed update is finished by the
-next one: ``papers`` is merged after the tables derived from it, so a rerun stages the same papers again,
-and a ``papers`` version that no release records yet means the downstream stages still have to run.
+next one: ``papers`` is merged after the tables derived from it, so a rerun stages the same papers again;
+and a table version that the latest release does not record (``unfinished``) means an update stopped after
+its first write: the next one runs mine, citations, pools and export over the whole tables (a full rebuild
+of the derived tables, exact whatever the stop left).
 """
 
 from __future__ import annotations
@@ -39,13 +49,11 @@ from ratio_spark.core.errors import UserError
 from ratio_spark.core.schema import MOVES, SPLITS, TABLES
 from ratio_spark.pipeline.contracts import reconcile
 from ratio_spark.pipeline.runner import log, run_stage, write_stats_drops
-from ratio_spark.pipeline.tables import read_table, table_location, write_table
+from ratio_spark.pipeline.tables import in_predicate, read_table, table_location, write_table
 
 STAGED = ("ingest", "segment")  # run on the new and changed papers only
-# Run again over the whole tables: mine drops a pair whose (query, gold) text occurs with a smaller pair id
-# anywhere in the corpus (Reason.DUPLICATE_PAIR), references resolve across the corpus, pools.py builds
-# every split at once.
-REBUILT = ("mine", "citations", "pools", "export")
+INCREMENTAL = ("mine", "pools")  # some papers mined again, some splits rebuilt (the module's docstring)
+REBUILT = ("citations", "export")  # over the whole tables: references resolve across the corpus
 CONTENT_COLUMNS = tuple(c for c in TABLES["papers"].column_names if c != "source_path")
 
 
@@ -128,8 +136,7 @@ def classify(staged: DataFrame, current: DataFrame) -> Classified:
 
 
 def id_predicate(paper_ids: list[str], stage_column: str | None = None, stages: tuple[str, ...] = ()) -> str:
-    ids = ", ".join("'" + i.replace("'", "''") + "'" for i in paper_ids)
-    where = f"paper_id IN ({ids})"
+    where = in_predicate("paper_id", paper_ids)
     if stage_column:
         where = f"{stage_column} IN ({', '.join(repr(s) for s in stages)}) AND {where}"
     return where
@@ -188,6 +195,30 @@ def merge_rejects(spark: SparkSession, config: Config, rejects: DataFrame) -> No
      .whenNotMatchedInsertAll().execute())
 
 
+def unfinished(spark: SparkSession, config: Config, release: Any) -> bool:
+    """A table has a version ``release`` does not record: an update stopped after its first write (or a
+    stage ran by hand since)."""
+    return benchmark_tables(spark, config) != dict(release["table_versions"])
+
+
+def splits_to_rebuild(spark: SparkSession, config: Config, before_version: int, papers: list[str]) -> tuple[str, ...]:
+    """The splits whose pools can change when ``papers``' rows of ``mined_pairs`` change (version
+    ``before_version`` -> now): the splits of their rows before and after, and every later split (the
+    cross-split rule reads the earlier splits); every split when the rolling windows moved."""
+    from ratio_spark.pipeline.splits import assign_splits, resolve_splits
+
+    before = (spark.read.format("delta").option("versionAsOf", before_version)
+              .load(table_location(config, "mined_pairs")))
+    after = read_table(spark, config, "mined_pairs")
+    ranges = resolve_splits(after, config.splits)
+    if resolve_splits(before, config.splits).ranges() != ranges.ranges():
+        return SPLITS
+    where = in_predicate("paper_id", papers)
+    touched = assign_splits(before.filter(where).unionByName(after.filter(where)), ranges).pairs
+    ranks = [SPLITS.index(r["split"]) for r in touched.select("split").distinct().collect()]
+    return SPLITS[min(ranks):] if ranks else ()
+
+
 def release_counts(spark: SparkSession, config: Config, versions: dict[str, int]) -> dict[str, Any]:
     """Rows per table, queries per split and move, pool sentences per split, at the given versions."""
 
@@ -233,6 +264,9 @@ def write_release(spark: SparkSession, config: Config, inputs: str, classified: 
 
 def update(spark: SparkSession, config: Config, inputs: str) -> dict[str, Any]:
     """Add the papers under ``inputs`` to the benchmark under ``config`` (see the module's docstring)."""
+    from ratio_spark.pipeline.contracts import MINE_PAPERS
+    from ratio_spark.pipeline.mine import pairs_examined
+
     if table_version(spark, config, "papers") is None:
         raise UpdateError(f"no benchmark to update at {table_location(config, 'papers')}: run `ratio-spark run` first")
     staging = staging_config(config, inputs)
@@ -249,7 +283,7 @@ def update(spark: SparkSession, config: Config, inputs: str) -> dict[str, Any]:
         log(f"update: {staged.n_new} new, {staged.n_changed} changed, {staged.n_unchanged} unchanged paper(s), "
             f"{n_rejects} new reject(s)")
         previous = latest_release(spark, config)
-        pending = previous is not None and previous["table_versions"].get("papers") != table_version(spark, config, "papers")
+        pending = previous is not None and unfinished(spark, config, previous)
         if staged.n_new + staged.n_changed + n_rejects == 0 and not pending:
             log("update: nothing new or changed: no table written")
             return {**summary, "release": None}
@@ -261,12 +295,32 @@ def update(spark: SparkSession, config: Config, inputs: str) -> dict[str, Any]:
         if paper_ids:
             write_table(staged.papers, table_location(staging, "papers"))  # segment only these
             summary["stages"]["segment"] = run_stage(spark, staging, "segment")
+            old_sentences = read_table(spark, config, "sentences").filter(id_predicate(paper_ids))
+            examined_before = pairs_examined(old_sentences)  # stats_mining loses these, gains the new ones
             summary["replaced"] = replace_papers_rows(spark, config, staging, paper_ids)
             merge_papers(spark, config, read_table(spark, staging, "papers"))
         recount_drops(spark, config)
         compact(spark, config)
-        for stage in REBUILT:
-            summary["stages"][stage] = run_stage(spark, config, stage)
+        if pending:  # an update stopped half-way: the derived tables from scratch
+            log("update: the tables have versions the last release does not record: mine, citations, pools and "
+                "export run over the whole tables")
+            for stage in ("mine", "citations", "pools", "export"):
+                summary["stages"][stage] = run_stage(spark, config, stage)
+            summary.update(incremental=[*STAGED], rerun=["mine", "citations", "pools", "export"],
+                           splits_rebuilt=list(SPLITS))
+        elif paper_ids:
+            mined_before = table_version(spark, config, "mined_pairs")
+            summary["stages"]["mine"] = run_stage(spark, config, MINE_PAPERS, papers=paper_ids,
+                                                  examined_before=examined_before)
+            mined = summary["stages"]["mine"].pop("paper_ids_mined")  # not for the printed summary
+            rebuilt = splits_to_rebuild(spark, config, mined_before, mined)
+            log(f"update: rebuilding the pools of split(s) {', '.join(rebuilt) or '(none)'}")
+            summary["stages"]["pools"] = run_stage(spark, config, "pools", splits=rebuilt)
+            for stage in REBUILT:
+                summary["stages"][stage] = run_stage(spark, config, stage)
+            summary.update(incremental=[*STAGED, *INCREMENTAL], rerun=list(REBUILT), splits_rebuilt=list(rebuilt))
+        else:  # new rejects only: no paper, pair or pool changed
+            summary.update(incremental=["ingest"], rerun=[], splits_rebuilt=[])
         summary["release"] = write_release(spark, config, inputs, kinds)
         return summary
     finally:
