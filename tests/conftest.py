@@ -48,7 +48,12 @@ def pytest_collection_modifyitems(config, items):
 def spark():
     from ratio_spark.pipeline.session import build_spark_session
 
-    session = build_spark_session(load_config(None, ["spark.conf.spark.sql.shuffle.partitions=4"]).spark)
+    # C1 only (no C2 JIT compilation): the tests' many tiny jobs end before C2's compiled code pays back the CPU
+    # it costs on two cores (docs/performance.md, the pools stage with and without it).
+    session = build_spark_session(load_config(None, [
+        "spark.conf.spark.sql.shuffle.partitions=4",
+        "spark.conf.spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1",
+    ]).spark)
     yield session
     session.stop()
 
