@@ -187,6 +187,39 @@ def test_no_batch_holds_a_text_twice(training_tables, hyperparameter_file, tmp_p
     assert sum(len(b) for b in default) == n
 
 
+def test_a_run_of_one_step_learns(training_tables, hyperparameter_file, tmp_path):
+    """Broaden on ACL has 26 training pairs: one batch. The trainer's own schedule must give that one step a
+    learning rate above 0 (a warm-up ratio rounded up made it all warm-up, and the model did not change),
+    while a longer run still warms up over its first tenth."""
+    from ratio_spark.evaluation.data import load_split
+    from ratio_spark.training.data import training_pairs
+    from ratio_spark.training.evaluator import ValidationEvaluator
+    from ratio_spark.training.hyperparameters import load_hyperparameters
+    from ratio_spark.training.settings import TrainingConfig
+    from ratio_spark.training.trainer import build_trainer
+
+    pairs = training_pairs(load_split(training_tables, "train", ["specify"]), "specify")
+    evaluator = ValidationEvaluator(load_split(training_tables, "validation", ["specify"]), "minilm", "generic")
+    hp = load_hyperparameters(hyperparameter_file)[0]
+    assert hp.warmup_ratio > 0
+
+    def first_learning_rates(batch_size: int, steps: int) -> list[float]:
+        one = hp.model_copy(update={"batch_size": batch_size, "epochs": 1})
+        trainer = build_trainer(TrainingConfig(moves=["specify"], progress=False), one, {"specify": pairs},
+                                evaluator, {"specify": ("query: ", "document: ")}, tmp_path)
+        trainer.create_optimizer_and_scheduler(num_training_steps=steps)
+        rates = []
+        for _ in range(min(steps, 2)):
+            rates.append(trainer.lr_scheduler.get_last_lr()[0])
+            trainer.optimizer.step()
+            trainer.lr_scheduler.step()
+        return rates
+
+    assert first_learning_rates(len(pairs), 1)[0] > 0  # the whole run is one batch
+    steps = -(-len(pairs) // 4)
+    assert steps >= 20 and first_learning_rates(4, steps)[0] == 0  # warm-up: the first step at 0, then it rises
+
+
 # ------------------------------------------------------------------------------------------------ one run
 
 

@@ -21,6 +21,7 @@ accelerate or TorchDistributor every process runs this same code; only the first
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import shutil
@@ -178,6 +179,12 @@ class EvaluateAtEpochEnd:
         return _Callback()
 
 
+def warmup_steps(optimisation_steps: int, warmup_ratio: float) -> int:
+    """Whole warm-up steps, rounded down. The trainer rounds a ratio up, so a run of a few steps (Broaden: 26
+    pairs, one batch) spent them all at a learning rate of 0 and left the model as it was."""
+    return int(optimisation_steps * warmup_ratio)
+
+
 def build_trainer(settings: TrainingConfig, hp: HyperParameters, pairs: dict[str, TrainingPairs],
                   evaluator: ValidationEvaluator, prompts_by_move: dict[str, tuple[str, str]], folder: Path,
                   aliases: dict[str, str] | None = None):
@@ -213,6 +220,7 @@ def build_trainer(settings: TrainingConfig, hp: HyperParameters, pairs: dict[str
                              f"{ {m: len(p) for m, p in pairs.items()} } make {batches} full batches (each process "
                              f"needs one, and every move at least one); lower batch_size or use fewer processes")
     steps_per_epoch = max(1, -(-n_pairs // (hp.batch_size * world_size())))
+    optimisation_steps = max(1, math.ceil(steps_per_epoch * hp.epochs))
     backend = settings.distributed.backend or ("nccl" if device.startswith("cuda") else "gloo")
     args = SentenceTransformerTrainingArguments(
         output_dir=str(folder / "checkpoints"),
@@ -220,7 +228,7 @@ def build_trainer(settings: TrainingConfig, hp: HyperParameters, pairs: dict[str
         per_device_train_batch_size=hp.batch_size,
         learning_rate=hp.learning_rate,
         weight_decay=hp.weight_decay,
-        warmup_steps=hp.warmup_ratio,  # transformers 5: a float below 1 is a share of the steps
+        warmup_steps=warmup_steps(optimisation_steps, hp.warmup_ratio),
         max_grad_norm=hp.max_grad_norm,
         seed=hp.seed,
         data_seed=hp.seed,
