@@ -4,9 +4,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 export SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON="$PWD/${RATIO_VENV:-.venv}/bin/python"
-# Two workers (pytest-xdist); tests/conftest.py keeps the users of one expensive session fixture in one worker.
+# Two workers (pytest-xdist), one test module at a time each: a module's fixtures stay in one worker.
 workers=${RATIO_TEST_WORKERS:-2}
 if [ "$workers" -gt 1 ]; then
-  exec "${RATIO_VENV:-.venv}/bin/pytest" -q -n "$workers" --dist loadgroup "$@"
+  exec "${RATIO_VENV:-.venv}/bin/pytest" -q -n "$workers" --dist loadfile "$@"
 fi
 exec "${RATIO_VENV:-.venv}/bin/pytest" -q "$@"

@@ -9,6 +9,7 @@ llama.cpp server. ``pytest -m "not spark and not llm"`` runs the plain-Python te
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,37 +24,27 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SHARED = REPO_ROOT.parent / "shared"
 SAMPLE_TEI = REPO_ROOT / "data" / "sample" / "acl-emnlp-tei"
 
+# Every driver JVM the tests start (the session's, `ratio-spark run` and spark-submit in subprocesses) compiles
+# with C1 only: the tests' small jobs end before C2's compiled code pays back the CPU it costs on two cores.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+
 FIXTURE_MARKERS = {"spark": "spark", "standalone_cluster": "spark", "llm_server": "llm"}
-# Under pytest-xdist (scripts/test.sh: `-n 2 --dist loadgroup`), the tests of one expensive session fixture run
-# in one worker, so the fixture is built once: the session's JVM and the sample tables built with it, the
-# standalone cluster, the llama.cpp server. A test needing several goes with the first. The other tests are
-# spread over the workers.
-WORKER_GROUPS = ("spark", "standalone_cluster", "llm_server")
 
 
 def pytest_collection_modifyitems(config, items):
     """Mark each test by the expensive fixtures in its closure (a test marks itself when it starts a JVM or a
-    server some other way, e.g. through spark-submit), and group it with the other users of its fixture."""
+    server some other way, e.g. through spark-submit)."""
     for item in items:
-        fixtures = getattr(item, "fixturenames", ())
         for fixture, marker in FIXTURE_MARKERS.items():
-            if fixture in fixtures:
+            if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(marker)
-        group = next((fixture for fixture in WORKER_GROUPS if fixture in fixtures), None)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
 def spark():
     from ratio_spark.pipeline.session import build_spark_session
 
-    # C1 only (no C2 JIT compilation): the tests' many tiny jobs end before C2's compiled code pays back the CPU
-    # it costs on two cores (docs/performance.md, the pools stage with and without it).
-    session = build_spark_session(load_config(None, [
-        "spark.conf.spark.sql.shuffle.partitions=4",
-        "spark.conf.spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1",
-    ]).spark)
+    session = build_spark_session(load_config(None, ["spark.conf.spark.sql.shuffle.partitions=4"]).spark)
     yield session
     session.stop()
 
