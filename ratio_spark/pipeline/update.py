@@ -54,6 +54,7 @@ from ratio_spark.pipeline.tables import in_predicate, read_table, table_location
 STAGED = ("ingest", "segment")  # run on the new and changed papers only
 INCREMENTAL = ("mine", "pools")  # some papers mined again, some splits rebuilt (the module's docstring)
 REBUILT = ("citations", "export")  # over the whole tables: references resolve across the corpus
+DERIVED = ("mine", "citations", "pools", "export")  # after a stopped update: all of them, over the whole tables
 CONTENT_COLUMNS = tuple(c for c in TABLES["papers"].column_names if c != "source_path")
 
 
@@ -138,7 +139,7 @@ def classify(staged: DataFrame, current: DataFrame) -> Classified:
 def id_predicate(paper_ids: list[str], stage_column: str | None = None, stages: tuple[str, ...] = ()) -> str:
     where = in_predicate("paper_id", paper_ids)
     if stage_column:
-        where = f"{stage_column} IN ({', '.join(repr(s) for s in stages)}) AND {where}"
+        where = f"{in_predicate(stage_column, stages)} AND {where}"
     return where
 
 
@@ -302,12 +303,11 @@ def update(spark: SparkSession, config: Config, inputs: str) -> dict[str, Any]:
         recount_drops(spark, config)
         compact(spark, config)
         if pending:  # an update stopped half-way: the derived tables from scratch
-            log("update: the tables have versions the last release does not record: mine, citations, pools and "
-                "export run over the whole tables")
-            for stage in ("mine", "citations", "pools", "export"):
+            log(f"update: the tables have versions the last release does not record: {', '.join(DERIVED)} run over "
+                "the whole tables")
+            for stage in DERIVED:
                 summary["stages"][stage] = run_stage(spark, config, stage)
-            summary.update(incremental=[*STAGED], rerun=["mine", "citations", "pools", "export"],
-                           splits_rebuilt=list(SPLITS))
+            summary.update(incremental=[*STAGED], rerun=list(DERIVED), splits_rebuilt=list(SPLITS))
         elif paper_ids:
             mined_before = table_version(spark, config, "mined_pairs")
             summary["stages"]["mine"] = run_stage(spark, config, MINE_PAPERS, papers=paper_ids,
