@@ -24,10 +24,6 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SHARED = REPO_ROOT.parent / "shared"
 SAMPLE_TEI = REPO_ROOT / "data" / "sample" / "acl-emnlp-tei"
 
-# Every driver JVM the tests start (the session's, `ratio-spark run` and spark-submit in subprocesses) compiles
-# with C1 only: the tests' small jobs end before C2's compiled code pays back the CPU it costs on two cores.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
-
 FIXTURE_MARKERS = {"spark": "spark", "standalone_cluster": "spark", "llm_server": "llm"}
 
 
@@ -151,43 +147,78 @@ class SampleRun:
 SAMPLE_PAPERS_PER_YEAR = 12
 
 
-@pytest.fixture(scope="session")
-def sample_corpus(tmp_path_factory) -> SampleCorpus:
-    return make_sample_corpus(tmp_path_factory.mktemp("sample"), SAMPLE_PAPERS_PER_YEAR)
-
-
 def _table_versions(root: Path) -> dict[str, int]:
     from deltalake import DeltaTable
 
     return {p.name: DeltaTable(str(p)).version() for p in sorted(root.iterdir()) if (p / "_delta_log").is_dir()}
 
 
-@pytest.fixture(scope="session")
-def sample_segmented(spark, sample_corpus, tmp_path_factory):
-    """The shared sample ingested and segmented once for the whole session (``papers``, ``rejects``,
-    ``sentences``). Fails at teardown when a test wrote to one of its tables."""
+def _run_stages(spark, run: SampleRun, stages) -> SampleRun:
     from ratio_spark.pipeline.stages import STAGES
 
-    root = tmp_path_factory.mktemp("sample-tables")
-    run = SampleRun(sample_corpus, sample_config(sample_corpus.folder, root / "tables", root / "release"))
-    for stage in ("ingest", "segment"):
+    for stage in stages:
         run.summaries[stage] = STAGES[stage](spark, run.config)
     run.versions = _table_versions(run.tables_root)
-    yield run
-    written = sorted(name for name, v in _table_versions(run.tables_root).items() if run.versions.get(name) != v)
+    return run
+
+
+def _new_sample_run(root: Path) -> SampleRun:
+    corpus = make_sample_corpus(root, SAMPLE_PAPERS_PER_YEAR)
+    return SampleRun(corpus, sample_config(corpus.folder, root / "tables", root / "release"))
+
+
+def _shared_between_workers(tmp_path_factory) -> Path | None:
+    """Under pytest-xdist, a folder every worker of this run sees (their temp folders' parent); else None."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    return tmp_path_factory.getbasetemp().parent / "shared-sample"
+
+
+def _sample_run_built_once(spark, root: Path) -> SampleRun:
+    """The whole pipeline on the sample, run by the first xdist worker that asks and read by the others: the
+    sample's stages are the suite's most expensive fixture, and each worker would otherwise repeat them."""
+    import pickle
+
+    from filelock import FileLock
+
+    from ratio_spark.pipeline.stages import PIPELINE
+
+    record = root / "sample-run.pickle"
+    with FileLock(f"{root}.lock"):
+        if not record.exists():
+            root.mkdir(parents=True, exist_ok=True)
+            record.write_bytes(pickle.dumps(_run_stages(spark, _new_sample_run(root), PIPELINE)))
+    return pickle.loads(record.read_bytes())
+
+
+def _check_untouched(run: SampleRun) -> None:
+    now = _table_versions(run.tables_root)
+    written = sorted(name for name, version in run.versions.items() if now.get(name) != version)
     assert not written, f"a test wrote to the shared sample tables {written}: write to SampleRun.copy_tables instead"
+
+
+@pytest.fixture(scope="session")
+def sample_segmented(spark, tmp_path_factory):
+    """The shared sample ingested and segmented once for the whole session (``papers``, ``rejects``,
+    ``sentences``; under xdist the whole pipeline, built once for all workers). Fails at teardown when a test
+    wrote to one of its tables."""
+    shared = _shared_between_workers(tmp_path_factory)
+    if shared:
+        run = _sample_run_built_once(spark, shared)
+    else:
+        run = _run_stages(spark, _new_sample_run(tmp_path_factory.mktemp("sample")), ("ingest", "segment"))
+    yield run
+    _check_untouched(run)
 
 
 @pytest.fixture(scope="session")
 def sample_benchmark(spark, sample_segmented):
     """The shared sample through the rest of the pipeline once: citations, mine, pools (leakage-checked), export."""
-    from ratio_spark.pipeline.stages import PIPELINE, STAGES
+    from ratio_spark.pipeline.stages import PIPELINE
 
     run = sample_segmented
-    for stage in PIPELINE[PIPELINE.index("segment") + 1:]:
-        run.summaries[stage] = STAGES[stage](spark, run.config)
-    run.versions = _table_versions(run.tables_root)
-    return run
+    missing_stages = [stage for stage in PIPELINE if stage not in run.summaries]
+    return _run_stages(spark, run, missing_stages) if missing_stages else run
 
 
 # --- notebooks -------------------------------------------------------------------------------------------
