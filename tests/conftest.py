@@ -193,7 +193,7 @@ def _sample_run_built_once(spark, root: Path) -> SampleRun:
 
 def _check_untouched(run: SampleRun) -> None:
     now = _table_versions(run.tables_root)
-    written = sorted(name for name, version in run.versions.items() if now.get(name) != version)
+    written = sorted(name for name, version in now.items() if run.versions.get(name) != version)
     assert not written, f"a test wrote to the shared sample tables {written}: write to SampleRun.copy_tables instead"
 
 
@@ -217,8 +217,7 @@ def sample_benchmark(spark, sample_segmented):
     from ratio_spark.pipeline.stages import PIPELINE
 
     run = sample_segmented
-    missing_stages = [stage for stage in PIPELINE if stage not in run.summaries]
-    return _run_stages(spark, run, missing_stages) if missing_stages else run
+    return _run_stages(spark, run, [stage for stage in PIPELINE if stage not in run.summaries])
 
 
 # --- notebooks -------------------------------------------------------------------------------------------
