@@ -206,11 +206,8 @@ def find_leaks(queries: DataFrame, candidates: DataFrame, splits_config: SplitsC
 
     The checks read the two tables several times each: they read the narrow ``_keyed`` frames, persisted
     and filled (one job each) before the checks run, so each text is keyed once and the checks' parallel
-    jobs read memory instead of the tables. Frames the caller has cached are keyed on the fly instead: a
-    second persisted copy costs more jobs than it saves on data that is in memory already.
+    jobs read memory instead of the tables.
     """
-    if all(frame.storageLevel.useMemory or frame.storageLevel.useDisk for frame in (queries, candidates)):
-        return _evaluate(_offending(*_keyed(queries, candidates), splits_config))
     keyed = [frame.persist(StorageLevel.MEMORY_AND_DISK) for frame in _keyed(queries, candidates)]
     try:
         for frame in keyed:
