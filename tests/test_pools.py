@@ -156,12 +156,12 @@ def cid(split, text):
     return "c" + hashlib.sha256(f"{split}\x1f{text}".encode()).hexdigest()[:16]
 
 
-def computed(*frames):
-    """Each frame computed once and read back as a plain scan (``localCheckpoint``). Not ``cache()``: a cached
+def computed(frame):
+    """The frame computed once and read back as a plain scan (``localCheckpoint``). Not ``cache()``: a cached
     frame keeps its lineage inside every plan over it, and adaptive execution prints the whole plan at each
     re-planned stage (nested caches, each with its initial and final plan: 11 MB per update for the nine
     leakage checks), which made each leakage test take 20-110 s on a dozen rows."""
-    return frames[0].localCheckpoint() if len(frames) == 1 else tuple(f.localCheckpoint() for f in frames)
+    return frame.localCheckpoint()
 
 
 @pytest.fixture(scope="module")
@@ -173,7 +173,7 @@ def mined(spark):
 def built(mined):
     assignment = assign_splits(mined, SPLITS)
     build = build_pools(assignment.pairs)
-    queries, candidates = computed(build.queries, build.candidates)
+    queries, candidates = computed(build.queries), computed(build.candidates)
     return assignment, build, queries, candidates
 
 
@@ -320,7 +320,7 @@ def test_leakage_checks_pass_on_clean_pools(built):
 def test_leakage_text_in_two_splits(mined):
     leaky = build_pools(assign_splits(mined, SPLITS).pairs, apply_cross_split_rule=False)
     with pytest.raises(LeakageError) as err:
-        check_leakage(*computed(leaky.queries, leaky.candidates), SPLITS)
+        check_leakage(computed(leaky.queries), computed(leaky.candidates), SPLITS)
     failure = {f.check: f for f in err.value.failures}["text_in_two_splits"]
     # boilerplate, attention, rule-based (train+validation); syntax layers, "table below" (validation+test)
     assert failure.count == 5
@@ -336,7 +336,7 @@ def test_leakage_paper_in_two_splits(spark):
                     "convolutional filters detect local n-gram patterns.", "a width-three filter fires on negated phrases.")]
     build = build_pools(assign_splits(mined_pairs_df(spark, rows), SPLITS).pairs)
     with pytest.raises(LeakageError) as err:
-        check_leakage(*computed(build.queries, build.candidates), SPLITS)
+        check_leakage(computed(build.queries), computed(build.candidates), SPLITS)
     failure = {f.check: f for f in err.value.failures}["paper_in_two_splits"]
     assert failure.count == 1 and failure.splits == ["train", "validation"]
     assert "paper P16-1002 in train+validation" in failure.examples
@@ -351,7 +351,7 @@ def test_leakage_paper_dated_outside_its_split(mined):
     )
     build = build_pools(assign_splits(mined, other).pairs)
     with pytest.raises(LeakageError) as err:
-        check_leakage(*computed(build.queries, build.candidates), SPLITS)
+        check_leakage(computed(build.queries), computed(build.candidates), SPLITS)
     failure = {f.check: f for f in err.value.failures}["paper_date_outside_split"]
     assert failure.splits == ["validation"] and failure.count == 1
     assert failure.examples == ["paper P18-1005 dated 2018-02-01 in validation"]
