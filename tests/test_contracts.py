@@ -58,6 +58,34 @@ def test_reconcile_balances_and_names_the_numbers_when_it_does_not():
     assert "short_gold 3" in message and "-1 unexplained" not in message and "+1 unexplained" in message
 
 
+def test_side_by_side_returns_each_result_and_raises_the_first_failure_after_all_finished():
+    import threading
+    import time
+
+    from ratio_spark.pipeline.runner import side_by_side
+
+    both_running = threading.Barrier(2, timeout=10)  # broken (an error) unless the two tasks run at the same time
+
+    def meet(result):
+        both_running.wait()
+        return result
+
+    assert side_by_side({"a": lambda: meet(1), "b": lambda: meet(2)}) == {"a": 1, "b": 2}
+
+    finished = []
+
+    def slow():
+        time.sleep(0.3)
+        finished.append("slow")
+
+    def fail(message):
+        raise ValueError(message)
+
+    with pytest.raises(ValueError, match="first"):
+        side_by_side({"slow": slow, "first": lambda: fail("first"), "second": lambda: fail("second")})
+    assert finished == ["slow"]  # the failures did not abandon a running task
+
+
 def test_the_stage_commands_take_their_help_from_the_contracts():
     # tests/test_layout.py imports ratio_spark.cli and the contracts with pyspark blocked.
     from ratio_spark.cli.main import build_parser

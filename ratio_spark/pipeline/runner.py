@@ -15,6 +15,7 @@ import importlib
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from functools import partial
 from typing import Any, Callable, Iterator
 
 from pyspark.sql import DataFrame, SparkSession
@@ -30,6 +31,15 @@ from ratio_spark.pipeline.tables import table_location, write_table
 
 def log(message: str) -> None:
     print(f"[ratio-spark {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def side_by_side(tasks: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+    """Run each task in a thread of its own and return each one's result. Spark runs their jobs side by side,
+    so one task's planning and Delta commits (driver work) overlap another's computation. Once all have
+    finished, the first task (in the given order) that raised raises."""
+    with ThreadPoolExecutor(max_workers=len(tasks)) as pool:
+        futures = {name: pool.submit(task) for name, task in tasks.items()}
+    return {name: future.result() for name, future in futures.items()}
 
 
 def schema_problems(table: Table, schema: StructType) -> list[str]:
@@ -100,6 +110,15 @@ class StageIO:
         self.phase_seconds[what] = round(time.time() - started, 1)
         self.log(f"{what}: done in {self.phase_seconds[what]:.1f} s")
 
+    def phases(self, tasks: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+        """Independent phases side by side (``side_by_side``), each timed as a ``phase``: their times overlap."""
+
+        def timed(what: str, task: Callable[[], Any]) -> Any:
+            with self.phase(what):
+                return task()
+
+        return side_by_side({what: partial(timed, what, task) for what, task in tasks.items()})
+
     def _write(self, name: str, df: DataFrame, replace_where: str | None = None) -> DataFrame:
         table = TABLES[name]
         problems = schema_problems(table, df.schema)
@@ -120,9 +139,7 @@ class StageIO:
     def write_all(self, frames: dict[str, DataFrame], replace_where: str | None = None) -> dict[str, DataFrame]:
         """``write`` each table, all at once (a thread each): Spark runs their jobs side by side, so one table's
         Delta commit and planning overlap another's computation. Returns each table as written."""
-        with ThreadPoolExecutor(max_workers=len(frames)) as pool:
-            futures = {name: pool.submit(self.write, name, df, replace_where) for name, df in frames.items()}
-        return {name: future.result() for name, future in futures.items()}
+        return side_by_side({name: partial(self.write, name, df, replace_where) for name, df in frames.items()})
 
     def write_drops(self, drops: DataFrame, replace_where: str | None = None) -> dict[tuple, int]:
         """Write what the stage dropped and count it as written: (reason, split, role) -> rows.

@@ -12,6 +12,7 @@ from functools import partial
 from typing import Any
 
 from pyspark import StorageLevel
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ratio_spark.core.errors import ContractError
@@ -115,14 +116,15 @@ def mine_stage(io: StageIO) -> dict[str, Any]:
             examined_by_year = {r["year"]: r["count"] for r in mining.examined.collect()}
         with io.phase("matching, cutting and de-duplicating the pairs that open with a marker"):
             n_matched = matched.count()
-        with io.phase("writing mined_pairs"):
-            written = io.write("mined_pairs", mining.mined)
-        with io.phase("writing the dropped pairs"):
-            io.write_drops(mining.drops)
+        written = io.phases({
+            "writing mined_pairs": lambda: io.write("mined_pairs", mining.mined),
+            "writing the dropped pairs": lambda: io.write_drops(mining.drops),
+            "writing stats_mining": lambda: _write_stats_mining(io, lexicon.version, examined_by_year),
+        })["writing mined_pairs"]
     finally:  # matched first: unpersisting scanned would drop the cached matched pairs that were built from it
         matched.unpersist()
         scanned.unpersist()
-    summary = _write_stats_mining(io, lexicon.version, examined_by_year, written)
+    summary = _mined_summary(lexicon.version, examined_by_year, written)
     dropped = io.dropped_by_reason()
     return {
         **summary,
@@ -209,8 +211,10 @@ def mine_papers_stage(io: StageIO, papers: list[str], examined_before: dict) -> 
     examined = {r["year"]: r["pairs_examined"] for r in io.read("stats_mining").collect()}
     for year in set(examined_now) | set(examined_before):
         examined[year] = examined.get(year, 0) + examined_now.get(year, 0) - examined_before.get(year, 0)
+    examined = {year: n for year, n in examined.items() if n}
+    _write_stats_mining(io, lexicon.version, examined)
     return {
-        **_write_stats_mining(io, lexicon.version, {y: n for y, n in examined.items() if n}, written),
+        **_mined_summary(lexicon.version, examined, written),
         "papers_new_or_changed": len(papers),
         "papers_sharing_a_text": len(sharing),
         "papers_mined": len(remined),
@@ -220,14 +224,17 @@ def mine_papers_stage(io: StageIO, papers: list[str], examined_before: dict) -> 
     }
 
 
-def _write_stats_mining(io: StageIO, lexicon_version: str, examined_by_year: dict, mined) -> dict[str, Any]:
-    """Write ``stats_mining`` (one row per publication year: yields by year need the pairs examined in that
-    year); returns the summary's counts of ``mined`` (the ``mined_pairs`` table as written)."""
+def _write_stats_mining(io: StageIO, lexicon_version: str, examined_by_year: dict) -> None:
+    """Write ``stats_mining``: one row per publication year (yields by year need the pairs examined in that year)."""
     stats = io.spark.createDataFrame(
         [(lexicon_version, year, n) for year, n in sorted(examined_by_year.items(), key=lambda kv: (kv[0] is None, kv[0]))],
         "lexicon_version string, year int, pairs_examined bigint",
     )
     io.write("stats_mining", stats)
+
+
+def _mined_summary(lexicon_version: str, examined_by_year: dict, mined: DataFrame) -> dict[str, Any]:
+    """The summary's counts of ``mined`` (the ``mined_pairs`` table as written)."""
     by_label = {
         f"{r['role']}:{r['label']}": r["count"]
         for r in mined.groupBy("role", F.coalesce("move", "category").alias("label")).count().collect()
@@ -250,7 +257,7 @@ def pools_stage(io: StageIO, splits: tuple[str, ...] | None = None) -> dict[str,
     from ratio_spark.pipeline.leakage import check_leakage
     from ratio_spark.pipeline.pools import build_pools, summarise_pools
     from ratio_spark.pipeline.splits import assign_splits, resolve_splits
-    from ratio_spark.pipeline.stats import benchmark_stats
+    from ratio_spark.pipeline.stats import mined_pair_stats, stats_split_sizes
 
     # Persisted: the splits, their summary, the pools, the counts and the statistics all read the mined pairs.
     mined = io.read("mined_pairs").persist(StorageLevel.MEMORY_AND_DISK)
@@ -263,30 +270,37 @@ def pools_stage(io: StageIO, splits: tuple[str, ...] | None = None) -> dict[str,
             split_summary = assignment.summary()
         build = build_pools(assignment.pairs, splits=splits)
         where = None if splits is None else in_predicate("split", splits)
+        pairs_examined = io.read("stats_mining").agg(F.sum("pairs_examined")).first()[0]
+        frames = mined_pair_stats(mined, pairs_examined)
         try:
-            with io.phase("building and writing the queries and the shared candidate pool of "
-                          + ("each split" if splits is None else f"split(s) {', '.join(splits) or '(none)'}")):
-                written = io.write_all({"queries": build.queries, "candidates": build.candidates}, replace_where=where)
-                queries, candidates = written["queries"], written["candidates"]
-            with io.phase("writing what the pools dropped"):
+            # Independent writes side by side: the pools, their drops and the statistics of the mined pairs.
+            written = io.phases({
+                "building and writing the queries and the shared candidate pool of "
+                + ("each split" if splits is None else f"split(s) {', '.join(splits) or '(none)'}"):
+                    lambda: io.write_all({"queries": build.queries, "candidates": build.candidates}, replace_where=where),
                 # A union of a dozen small frames: one file per core, not one per partition of each.
-                dropped = assignment.drops.unionByName(build.drops).coalesce(io.spark.sparkContext.defaultParallelism)
-                drops = io.write_drops(dropped, replace_where=where and f"split IS NULL OR {where}")
+                "writing what the pools dropped": lambda: io.write_drops(
+                    assignment.drops.unionByName(build.drops).coalesce(io.spark.sparkContext.defaultParallelism),
+                    replace_where=where and f"split IS NULL OR {where}"),
+                f"writing the statistics tables ({', '.join(frames)})": lambda: io.write_all(frames),
+            })
         finally:
             build.unpersist()
-        with io.phase("counting what the pools kept"):
-            pool_summary = summarise_pools(
+        pools, drops, stats = written.values()
+        queries, candidates = pools["queries"], pools["candidates"]
+        # Then, side by side, what reads the tables as written: the counts, the checks, the split sizes.
+        checked = io.phases({
+            "counting what the pools kept": lambda: summarise_pools(
                 assignment.rows_by_split_and_role(),
                 {(r["split"], r["move"]): r["count"] for r in queries.groupBy("split", "move").count().collect()},
                 {(r["split"], r["source"]): r["count"] for r in candidates.groupBy("split", "source").count().collect()},
                 drops,
-            )
-        with io.phase("leakage checks"):
-            leakage = check_leakage(queries, candidates, ranges)
-        pairs_examined = io.read("stats_mining").agg(F.sum("pairs_examined")).first()[0]
-        frames = benchmark_stats(mined, queries, candidates, pairs_examined)
-        with io.phase(f"writing the statistics tables ({', '.join(frames)})"):
-            stats = io.write_all(frames)
+            ),
+            "leakage checks": lambda: check_leakage(queries, candidates, ranges),
+            "writing the statistics table stats_split_sizes": lambda: io.write(
+                "stats_split_sizes", stats_split_sizes(queries, candidates)),
+        })
+        pool_summary, leakage, _ = checked.values()
         yields = {
             r["label"]: {"pairs": r["pairs"], "per_1000_pairs": round(r["pairs_per_1000"], 3)}
             for r in stats["stats_yield"].collect()

@@ -133,14 +133,10 @@ def stats_yield(mined_pairs: DataFrame, consecutive_pairs_examined: int) -> Data
     )
 
 
-def benchmark_stats(
-    mined_pairs: DataFrame, queries: DataFrame, candidates: DataFrame, consecutive_pairs_examined: int
-) -> dict[str, DataFrame]:
-    """Every ``stats_*`` table, by table name, for the stage to write."""
+def mined_pair_stats(mined_pairs: DataFrame, consecutive_pairs_examined: int) -> dict[str, DataFrame]:
+    """The ``stats_*`` tables of the mined pairs alone, by table name (``stats_split_sizes`` counts the pools)."""
     return {
-        "stats_split_sizes": stats_split_sizes(queries, candidates),
         "stats_marker_matches": stats_marker_matches(mined_pairs),
         "stats_marker_sources": stats_marker_sources(mined_pairs),
         "stats_yield": stats_yield(mined_pairs, consecutive_pairs_examined),
     }
-
