@@ -56,6 +56,9 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=2)
     args = parser.parse_args()
     before = args.before.resolve()
+    for python in (before / ".venv/bin/python", REPO / ".venv/bin/python"):
+        if not python.exists():
+            raise SystemExit(f"suite_like_for_like: {python} does not exist: run scripts/setup.sh in {python.parents[2]}")
     runs = []
     for _ in range(args.pairs):
         runs.append(_run("before", [str(before / ".venv/bin/python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"],
