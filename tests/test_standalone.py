@@ -19,6 +19,7 @@ from typing import Callable
 
 import pytest
 from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
 
 from conftest import REPO_ROOT, sample_config
 from ratio_spark.core.config import Config
@@ -38,7 +39,14 @@ class Slice:
 
 
 def table_names(root: Path) -> list[str]:
-    return sorted(p.name for p in root.iterdir() if (p / "_delta_log").is_dir())
+    """The folders under ``root`` that hold a Delta table: a committed version in their log. A writer killed
+    before a new table's first commit leaves a log folder without one, which is no table to any Delta reader."""
+    return sorted(p.name for p in root.iterdir() if any(_commits(p)))
+
+
+def _commits(table: Path) -> list[Path]:
+    log = table / "_delta_log"
+    return sorted(log.glob("*.json")) if log.is_dir() else []  # commit files: 00000000000000000000.json, ...
 
 
 def table_rows(location: Path) -> list[str]:
@@ -184,6 +192,10 @@ def test_a_driver_killed_during_mine_leaves_whole_tables_and_the_rerun_no_duplic
     assert "== mine ==" not in run.output
     left = table_names(run.tables)
     assert {"papers", "rejects", "sentences", "references"} <= set(left)
+    # A table whose first commit the kill prevented (mine writes its tables side by side): no version, no rows.
+    for name in sorted({p.name for p in run.tables.iterdir() if (p / "_delta_log").is_dir()} - set(left)):
+        with pytest.raises(TableNotFoundError):
+            DeltaTable(str(run.tables / name))
     for name in left:  # committed tables are whole: the same rows as the reference's, none missing, none twice
         if name not in ("drops", "stats_drops"):
             assert table_rows(run.tables / name) == table_rows(reference / name), name
