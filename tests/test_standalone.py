@@ -41,12 +41,7 @@ class Slice:
 def table_names(root: Path) -> list[str]:
     """The folders under ``root`` that hold a Delta table: a committed version in their log. A writer killed
     before a new table's first commit leaves a log folder without one, which is no table to any Delta reader."""
-    return sorted(p.name for p in root.iterdir() if any(_commits(p)))
-
-
-def _commits(table: Path) -> list[Path]:
-    log = table / "_delta_log"
-    return sorted(log.glob("*.json")) if log.is_dir() else []  # commit files: 00000000000000000000.json, ...
+    return sorted(p.name for p in root.iterdir() if any((p / "_delta_log").glob("*.json")))  # 00000000000000000000.json, ...
 
 
 def table_rows(location: Path) -> list[str]:
