@@ -2,7 +2,7 @@
 
 What it measures (``ratio_spark.training``, the code ``ratio-spark train`` runs, nothing re-implemented):
 
-1. **Throughput.** One epoch of the Specify train split with configuration 1 of ``conf/training/mpnet.yaml``
+1. **Throughput.** One epoch of the Specify train split with configuration 1 of ``ratio_spark/conf/training/mpnet.yaml``
    (batch 64, max length 128), validated once at the end against the whole validation pool: training pairs/s
    (validation time excluded), peak GPU memory (``torch.cuda.max_memory_allocated``), wall time, validation
    MRR@10 before and after.
@@ -103,7 +103,7 @@ def main() -> None:
     accelerator = "cuda" if cuda else "cpu"
     work = Path(args.workdir) / "runs"
     work.mkdir(parents=True, exist_ok=True)
-    configuration = yaml.safe_load(Path("conf/training/mpnet.yaml").read_text())["configurations"][0]
+    configuration = yaml.safe_load(Path("ratio_spark/conf/training/mpnet.yaml").read_text())["configurations"][0]
     throughput_hp = {**configuration, "epochs": 1}
     parity_hp = {**configuration, "id": "parity", "epochs": 1, "batch_size": 32, "seed": 7}
     if args.dry_run:

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The ACL fine-tuning runs of docs/training.md ("Results on the ACL corpus"), one at a time, niced, then the
 # test-split evaluation and the report. Sized for a shared 2-core CPU (hyperparameter configurations 9, 10 and 8
-# of conf/training/minilm.yaml). Each `evaluate` step scores every model finished so far (the embedding cache
+# of ratio_spark/conf/training/minilm.yaml). Each `evaluate` step scores every model finished so far (the embedding cache
 # makes the earlier ones free), so the results folder always holds all finished models.
 #
 #   benchmarks/training_acl.sh                         # every step: specify evaluate address evaluate broaden

@@ -94,7 +94,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--source", required=True, help="tables or release root with train and validation splits")
     parser.add_argument("--model", default="minilm")
-    parser.add_argument("--hyperparameters", default="conf/training/minilm.yaml")
+    parser.add_argument("--hyperparameters", default="minilm")
     parser.add_argument("--configuration", default="1")
     parser.add_argument("--loss", choices=["mnrl", "cached_mnrl"], default="mnrl")
     parser.add_argument("--mini-batch", type=int, default=16, help="cached_mnrl: texts per forward pass")

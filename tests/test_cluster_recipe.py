@@ -88,6 +88,9 @@ def test_the_whole_pipeline_runs_from_the_wheel_as_on_databricks(tmp_path):
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
                    check=True, timeout=600)
+    # the runtime files the code finds by name, not by a path into a checkout
+    assert {"ratio_spark/conf/databricks.yaml", "ratio_spark/conf/training/minilm.yaml"} <= {
+        str(p.relative_to(site)) for p in site.rglob("*.yaml")}
 
     job = tmp_path / "job"  # a working directory with no package in it: only the job file, a conf and the data
     (job / "jobs").mkdir(parents=True)

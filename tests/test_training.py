@@ -67,6 +67,20 @@ def fixture_rows(name: str, split: str) -> list[dict]:
 # ------------------------------------------------------------------------------------------------ settings
 
 
+def test_the_default_hyperparameters_load_from_any_working_directory(tmp_path, monkeypatch):
+    """The default names a file shipped in the package, not one of the checkout: an installed package run from
+    elsewhere finds it; a path is read from the working directory, before a shipped file of the same name."""
+    from ratio_spark.training.hyperparameters import load_hyperparameters
+    from ratio_spark.training.settings import TrainingConfig
+
+    monkeypatch.chdir(tmp_path)
+    default = TrainingConfig().hyperparameters
+    assert [c.id for c in load_hyperparameters(default)] == [c.id for c in load_hyperparameters("minilm.yaml")]
+    assert load_hyperparameters("mpnet")[0].rationale
+    (tmp_path / "minilm.yaml").write_text("configurations:\n  - {id: mine, epochs: 2}\n")
+    assert [(c.id, c.epochs) for c in load_hyperparameters("minilm.yaml")] == [("mine", 2)]
+
+
 def test_training_settings_are_validated(tmp_path):
     from ratio_spark.core.config import ConfigError, load_config
     from ratio_spark.training.hyperparameters import load_hyperparameters
@@ -77,11 +91,13 @@ def test_training_settings_are_validated(tmp_path):
         load_config(None, ["training.learning_rate=1e-5"])  # hyperparameters live in the files, not here
     with pytest.raises(ConfigError, match="unified needs prefix instructions"):
         load_config(None, ["training.mode=unified"])
-    for path in sorted(Path("conf/training").glob("*.yaml")):  # the shipped files parse
+    for path in sorted(Path("ratio_spark/conf/training").glob("*.yaml")):  # the shipped files parse
         configurations = load_hyperparameters(path)
         assert configurations and all(c.rationale for c in configurations)
     with pytest.raises(TrainingInputError, match="no configuration"):
-        load_hyperparameters("conf/training/minilm.yaml", ["99"])
+        load_hyperparameters("minilm", ["99"])
+    with pytest.raises(TrainingInputError, match="not found: nope.yaml .*shipped one: minilm, mpnet"):
+        load_hyperparameters("nope.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("configurations:\n  - {id: 1, learning_rate: -1}\n")
     with pytest.raises(TrainingInputError, match="configurations.0.learning_rate"):

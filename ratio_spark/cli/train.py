@@ -5,7 +5,7 @@
     ratio-spark train report --evaluation RESULTS --runs models/acl/* --out DIR  # Table 7 shape, transfer, curves
 
 Settings come from the ``training:`` section of the configuration (``ratio_spark.training.settings``) and a
-hyperparameter file (``conf/training/*.yaml``); the flags below override them. Reads the train and
+hyperparameter file (``ratio_spark/conf/training/*.yaml``); the flags below override them. Reads the train and
 validation splits only; score the saved model on test with ``ratio-spark evaluate --retrievers
 dense:<model folder>:<prefix>``. Runs under ``torchrun``/``accelerate launch`` as it is, or launches itself
 on PySpark's TorchDistributor (``--launcher torch_distributor``). See docs/training.md.
@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fit.add_argument("--mode", choices=["per_move", "unified"], help="one model per move, or one for all moves")
     fit.add_argument("--model", help="base model: minilm, mpnet, a folder or a sentence-transformers name")
     fit.add_argument("--prefix", choices=["none", "generic", "recommended", "instructions"])
-    fit.add_argument("--hyperparameters", help="hyperparameter file (conf/training/*.yaml)")
+    fit.add_argument("--hyperparameters", help="hyperparameter file: a shipped one by name (minilm, mpnet) or a path")
     fit.add_argument("--configurations", help="comma-separated configuration ids of the file (default: all)")
     fit.add_argument("--loss", choices=["mnrl", "cached_mnrl"])
     fit.add_argument("--output", help="folder for the run folders (default: training.output)")

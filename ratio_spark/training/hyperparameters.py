@@ -1,4 +1,5 @@
-"""The hyperparameter files (``conf/training/*.yaml``): the configurations tried for a model, one entry per
+"""The hyperparameter files (shipped in ``ratio_spark/conf/training/*.yaml``, named by their stem: ``minilm``,
+``mpnet``; or any file a user writes): the configurations tried for a model, one entry per
 configuration in the shape of the paper's Table 6. ``ratio-spark train`` runs the selected ones and keeps the one
 with the best validation MRR@10. Change a configuration only by adding a new id, so that a model card's (file, id)
 keeps naming what trained it.
@@ -13,7 +14,7 @@ from pathlib import Path
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from ratio_spark.core.config import validation_message
+from ratio_spark.core.config import SHIPPED_CONF_DIR, validation_message
 from ratio_spark.core.strict import StrictModel
 from ratio_spark.training.settings import TrainingInputError
 
@@ -42,7 +43,7 @@ class HyperParameters(StrictModel):
 
 
 class HyperParameterFile(StrictModel):
-    """A versioned file of configurations for one model (``conf/training/*.yaml``)."""
+    """A versioned file of configurations for one model (``ratio_spark/conf/training/*.yaml``)."""
 
     model: str | None = None  # the model the file was written for (documentation; not enforced)
     version: str = "1"
@@ -59,13 +60,34 @@ class HyperParameterFile(StrictModel):
         return self
 
 
-def load_hyperparameters(path: str | Path, ids: list[str] | None = None) -> list[HyperParameters]:
+SHIPPED_HYPERPARAMETERS = SHIPPED_CONF_DIR / "training"
+
+
+def shipped_hyperparameters() -> list[str]:
+    """Names of the hyperparameter files shipped inside the package (``--hyperparameters mpnet``)."""
+    return sorted(p.name.removesuffix(".yaml") for p in SHIPPED_HYPERPARAMETERS.iterdir() if p.name.endswith(".yaml"))
+
+
+def find_hyperparameters(name: str | Path):
+    """A hyperparameter file: a path (relative to the working directory), else a shipped one by name, so the
+    default works wherever the package is installed and whatever the working directory."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    shipped = SHIPPED_HYPERPARAMETERS / (path.name if path.suffix == ".yaml" else f"{path.name}.yaml")
+    if len(path.parts) == 1 and shipped.is_file():
+        return shipped
+    raise TrainingInputError(f"hyperparameter file not found: {name} (training.hyperparameters; a path, or a "
+                             f"shipped one: {', '.join(shipped_hyperparameters())})")
+
+
+def load_hyperparameters(name: str | Path, ids: list[str] | None = None) -> list[HyperParameters]:
     """The configurations of a hyperparameter file (all, or those with the given ids, in file order)."""
-    path = Path(path)
+    path = find_hyperparameters(name)
     try:
-        tree = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise TrainingInputError(f"hyperparameter file not found: {path} (training.hyperparameters)") from None
+        tree = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TrainingInputError(f"cannot read hyperparameter file {path}: {exc}") from None
     except yaml.YAMLError as exc:
         raise TrainingInputError(f"{path} is not valid YAML: {' '.join(str(exc).split())}") from None
     try:

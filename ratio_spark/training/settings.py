@@ -2,7 +2,7 @@
 
 Two layers, as in the paper (appendix C, Table 6): the *run* (which moves, model, prefix, loss, where the
 data and the models are) lives in the configuration; the *hyperparameter configurations* tried for a model
-live in versioned files (``conf/training/<model>.yaml``), one entry per configuration in the shape of
+live in versioned files (shipped: ``ratio_spark/conf/training/<model>.yaml``), one entry per configuration in the shape of
 Table 6 (epochs, batch size per device, learning rate, weight decay, warmup ratio, max grad norm, freeze
 ratio, max sequence length, seed, rationale). ``ratio-spark train`` runs the selected configurations and
 keeps the one with the best validation MRR@10 (``ratio_spark.training.hyperparameters``).
@@ -59,7 +59,7 @@ class TrainingConfig(StrictModel):
     mode: Literal["per_move", "unified"] = "per_move"
     model: str = "minilm"  # alias (minilm, mpnet, evaluation.models), folder or sentence-transformers name
     prefix: Literal["none", "generic", "recommended", "instructions"] = "generic"
-    hyperparameters: str = "conf/training/minilm.yaml"
+    hyperparameters: str = "minilm"  # a shipped file by name (minilm, mpnet) or a path
     configurations: list[str] | None = None  # ids to run from the file; None: all of them
     loss: Literal["mnrl", "cached_mnrl"] = "mnrl"
     cached_mini_batch_size: int = Field(default=32, ge=1)  # cached_mnrl: texts per forward pass
