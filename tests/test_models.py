@@ -19,6 +19,8 @@ def test_minilm_resolves_to_the_packaged_model_folder():
     path = Path(models.resolve_model("minilm"))
     assert (path / "modules.json").is_file() and (path / "model.safetensors").is_file()
     assert models.display_name("minilm") == "all-MiniLM-L6-v2"
+    assert models.display_name("models/minilm-specify-generic/model/") == "minilm-specify-generic"  # a trained run
+    assert models.display_name("/data/all-mpnet-base-v2") == "all-mpnet-base-v2"
     assert models.resolve_model("mine", {"mine": "minilm"}) == str(path)  # a configured alias
     assert models.resolve_model("some-org/some-model") == "some-org/some-model"  # passed on to sentence-transformers
 

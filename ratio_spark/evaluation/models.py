@@ -151,9 +151,14 @@ def check_model_available(name: str, aliases: dict[str, str] | None = None) -> s
 
 
 def display_name(name: str) -> str:
+    """What tables, plots and results folders call a model: an alias's model name, else the folder's name; a
+    trained model's folder (``<output>/<run name>/model``, ``ratio-spark train``) goes by its run's name."""
     if name in ALIASES:
         return ALIASES[name].display
-    return Path(name.rstrip("/")).name or name
+    path = Path(name.rstrip("/"))
+    if path.name == "model" and path.parent.name:
+        return path.parent.name
+    return path.name or name
 
 
 def load_sentence_transformer(name: str, device: str | None = None, aliases: dict[str, str] | None = None):
