@@ -156,6 +156,22 @@ def test_an_update_with_nothing_new_writes_no_table_version(updated, spark):
     assert _table_versions(tables) == versions
 
 
+def test_an_update_of_tables_older_than_the_code_stops_before_staging_anything(updated, spark, tmp_path):
+    from ratio_spark.pipeline.update import UpdateError, update
+
+    tables = tmp_path / "tables"
+    shutil.copytree(updated.before, tables)
+    older = spark.read.format("delta").load(str(tables / "mined_pairs")).drop("marker_source")  # as before that column
+    older.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(str(tables / "mined_pairs"))
+    config = sample_config(Path(updated.config.inputs[0].path), tables, tmp_path / "release")
+    versions = _table_versions(tables)
+    new = Path(updated.config.inputs[0].path).parent / "new"
+    with pytest.raises(UpdateError, match=r"table 'mined_pairs' at .* is older than this code \(missing column\(s\) "
+                                          r"\['marker_source'\]\): rebuild"):
+        update(spark, config, str(new))
+    assert not (tables / "_update").exists() and _table_versions(tables) == versions
+
+
 def test_rolling_splits_end_with_the_month_of_the_latest_paper():
     splits = SplitsConfig(train=SplitRange(start="2010-01-01", end="2010-12-31"),
                           validation=SplitRange(start="2011-01-01", end="2011-12-31"),

@@ -59,7 +59,7 @@ CONTENT_COLUMNS = tuple(c for c in TABLES["papers"].column_names if c != "source
 
 
 class UpdateError(UserError):
-    """An update that cannot start: no benchmark to update, or no inputs."""
+    """An update that cannot start: no benchmark to update, tables older than the code, or no inputs."""
 
 
 def content_hash() -> F.Column:
@@ -93,6 +93,16 @@ def benchmark_tables(spark: SparkSession, config: Config) -> dict[str, int]:
     """Every declared table present under the configuration, with its current Delta version."""
     versions = {name: table_version(spark, config, name) for name in TABLES if name != "releases"}
     return {name: v for name, v in versions.items() if v is not None}
+
+
+def check_tables_are_current(spark: SparkSession, config: Config) -> None:
+    """Tables written by older code (a column added since) cannot take this code's rows: say so before anything
+    is staged or written, not after the new papers were ingested."""
+    for name in benchmark_tables(spark, config):
+        columns = set(read_table(spark, config, name).columns)
+        if missing := [c for c in TABLES[name].column_names if c not in columns]:
+            raise UpdateError(f"table {name!r} at {table_location(config, name)} is older than this code (missing "
+                              f"column(s) {missing}): rebuild the benchmark with `ratio-spark run`, then update it")
 
 
 def read_release(spark: SparkSession, config: Config, table: str, release: int | None = None) -> DataFrame:
@@ -270,6 +280,7 @@ def update(spark: SparkSession, config: Config, inputs: str) -> dict[str, Any]:
 
     if table_version(spark, config, "papers") is None:
         raise UpdateError(f"no benchmark to update at {table_location(config, 'papers')}: run `ratio-spark run` first")
+    check_tables_are_current(spark, config)
     staging = staging_config(config, inputs)
     shutil.rmtree(staging.tables.root, ignore_errors=True)
     try:
