@@ -264,7 +264,8 @@ def bench(args) -> None:
             summary = json.loads((mine_root / "summary.json").read_text())
             summary = summary[-1] if isinstance(summary, list) else summary  # one summary per stage run
             results["runs"][f"{lexicon}-x{scale}"] = {
-                "sentences": sentences, "lexicon": lexicon_arg, "pairs_examined": summary.get("consecutive_pairs_examined"),
+                "sentences": sentences, "lexicon": lexicon_arg, "mine_settings": args.set,
+                "pairs_examined": summary.get("consecutive_pairs_examined"),
                 "mine_summary_seconds": summary.get("seconds"), "phases": summary.get("phase_seconds"),
                 **{name: {"median_seconds": statistics.median(r["seconds"] for r in rs),
                           "median_peak_gib": statistics.median(r["peak_gib"] for r in rs),
