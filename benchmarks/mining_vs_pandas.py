@@ -128,6 +128,14 @@ def baseline(sentences: str, lexicon: str, processes: int, out: Path) -> dict:
     from ratio_spark.core.schema import Reason
 
     started = time.perf_counter()
+    phases: dict[str, float] = {}  # where the time goes, beside mine's phase_seconds
+    last = started
+
+    def lap(name: str) -> None:
+        nonlocal last
+        now = time.perf_counter()
+        phases[name], last = round(now - last, 2), now
+
     df = read_delta(sentences, ["sentence_id", "paper_id", "pub_date", "section_idx", "para_idx", "sent_idx",
                                 "text", "norm_text", "norm_flag"]).to_pandas()
     df = df.sort_values(["paper_id", "section_idx", "para_idx", "sent_idx"], ignore_index=True)
@@ -142,10 +150,12 @@ def baseline(sentences: str, lexicon: str, processes: int, out: Path) -> dict:
         "second_norm": df["norm_text"].shift(-1), "second_flag": df["norm_flag"].shift(-1),
     })[has_next]
     examined = len(pairs)
+    lap("read, sort and pair")
     _init_worker(lexicon)
     opening = re.compile(_CUTTER.opening_regex())
     candidates = pairs[[bool(opening.match(s)) if isinstance(s, str) else False for s in pairs["second_norm"]]]
     candidates = candidates.reset_index(drop=True)
+    lap("pre-filter")
     if processes > 1:
         chunks = [candidates.iloc[i::processes * 4] for i in range(processes * 4)]
         with multiprocessing.get_context("fork").Pool(processes) as pool:
@@ -155,6 +165,7 @@ def baseline(sentences: str, lexicon: str, processes: int, out: Path) -> dict:
             cut[i::processes * 4] = part
     else:
         cut = _cut_chunk(candidates)
+    lap("cut the candidates")
     matched = pd.concat([candidates, pd.DataFrame(cut, columns=list(ROLE_COLUMNS))], axis=1)
     matched = matched[matched["role"].notna()].copy()
     matched["pair_id"] = ["p" + hashlib.sha256(f"{q}|{g}".encode()).hexdigest()[:16]
@@ -170,9 +181,10 @@ def baseline(sentences: str, lexicon: str, processes: int, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pandas(mined[list(MINED_COLUMNS)], preserve_index=False), out / "mined_pairs.parquet")
     pq.write_table(pa.Table.from_pandas(drops, preserve_index=False), out / "drops.parquet")
-    summary = {"consecutive_pairs_examined": examined, "pairs_opening_with_a_marker": len(matched),
+    lap("de-duplicate and write")
+    summary = {"consecutive_pairs_examined": examined, "candidates": len(candidates), "pairs_opening_with_a_marker": len(matched),
                "mined_pairs": len(mined), "dropped_by_reason": drops["reason"].value_counts().to_dict(),
-               "seconds": round(time.perf_counter() - started, 2)}
+               "seconds": round(time.perf_counter() - started, 2), "phase_seconds": phases}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
@@ -247,6 +259,7 @@ def bench(args) -> None:
                     target = workdir / "runs" / f"pandas-{lexicon}-x{scale}-p{processes}"
                     run = measured([sys.executable, __file__, "baseline", "--sentences", sentences, "--lexicon",
                                     lexicon_arg, "--processes", str(processes), "--out", str(target)], env)
+                    run["phase_seconds"] = json.loads((target / "summary.json").read_text())["phase_seconds"]
                     runs.setdefault(f"pandas_{processes}_processes", []).append(run)
                 mine_root = workdir / "runs" / f"mine-{lexicon}-x{scale}"
                 run = measured([sys.executable, "-m", "ratio_spark.cli.main", "mine", "--conf", str(REPO / "conf/acl.yaml"),
