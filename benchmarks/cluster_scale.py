@@ -8,8 +8,11 @@ The k x corpus is the ingested ACL ``papers`` table unioned k times, copy i unde
 resolves nothing). The copies' texts are the same, so mine examines and matches k x the pairs, but
 its corpus-wide duplicate rule (Reason.DUPLICATE_PAIR) drops the copies' pairs: pools and export see 1x.
 
-    nice python benchmarks/cluster_scale.py --papers /work/data/acl-final/tables/papers --scales 1,2 \\
-        --masters local,standalone
+    python benchmarks/cluster_scale.py --papers /work/data/acl/tables/papers --scales 1,4,16 \\
+        --masters local,standalone --out benchmarks/results/cluster_scale_2026-12-02.json
+
+Each run is added to ``--out`` as it finishes (a run of the same master and scale already there is replaced),
+so the scales can be measured in several invocations.
 """
 
 from __future__ import annotations
@@ -176,6 +179,11 @@ def measure(master: str, scale: int, papers: str, cores: int) -> dict:
     return result
 
 
+def _run_key(result: dict) -> tuple[str, int]:
+    """A run's master kind and scale (a standalone master's URL has a new port each time)."""
+    return ("local" if result["master"].startswith("local") else "standalone", result["scale"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--papers", required=True, help="an ingested papers Delta table (e.g. the ACL corpus')")
@@ -190,16 +198,17 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         return child(args)
-    results = []
+    out = Path(args.out)
+    results = json.loads(out.read_text()) if out.exists() else []
     for master in args.masters.split(","):
         for scale in map(int, args.scales.split(",")):
             load = os.getloadavg()
             result = measure(master, scale, args.papers, cores=2)
             result["load_before"] = load
             result["load_after"] = os.getloadavg()
-            results.append(result)
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.out).write_text(json.dumps(results, indent=2))
+            results = [r for r in results if _run_key(r) != _run_key(result)] + [result]
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))
 
 
