@@ -9,6 +9,7 @@ Pure pydantic, no torch.
 
 from __future__ import annotations
 
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import yaml
@@ -68,7 +69,7 @@ def shipped_hyperparameters() -> list[str]:
     return sorted(p.name.removesuffix(".yaml") for p in SHIPPED_HYPERPARAMETERS.iterdir() if p.name.endswith(".yaml"))
 
 
-def find_hyperparameters(name: str | Path):
+def find_hyperparameters(name: str | Path) -> Path | Traversable:
     """A hyperparameter file: a path (relative to the working directory), else a shipped one by name, so the
     default works wherever the package is installed and whatever the working directory."""
     path = Path(name)
