@@ -11,7 +11,8 @@ drops as Parquet. It must give the same ``mined_pairs`` rows and the same drops 
     # once: 4x sentences (the same sentences under new paper ids) and a lexicon of several thousand markers
     python benchmarks/mining_vs_pandas.py prepare --sentences /work/data/acl-final/tables/sentences \\
         --workdir /work/data/minespeed
-    # medians of 3, peak memory of the whole process tree (the JVM and the Python workers included)
+    # medians of 3, peak memory of the whole process tree (the JVM and the Python workers included); each repeat
+    # also runs `floor` (start a session, count the sentences, write one row): the least any Spark command takes
     python benchmarks/mining_vs_pandas.py bench --workdir /work/data/minespeed --scales 1,4 --lexicons v1,v2,patterns
 
 Each measured command runs in its own process tree; the peak is the largest sum of PSS (proportional set size:
@@ -190,6 +191,24 @@ def baseline(sentences: str, lexicon: str, processes: int, out: Path) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------
+# floor: the least any Spark + Delta command does
+# ------------------------------------------------------------------------------------------------
+
+def floor(sentences: str, conf: str, settings: list[str], out: Path) -> int:
+    """What every ``ratio-spark`` Spark command does before and after its own work, and nothing else: start the
+    session the configuration describes (Delta Lake, Spark NLP), read the sentences table, count its rows and
+    write that count as a one-row Delta table. No Spark command can take less time than this one."""
+    from ratio_spark.core.config import load_config
+    from ratio_spark.pipeline.session import build_spark_session
+
+    spark = build_spark_session(load_config(conf, settings).spark)
+    rows = spark.read.format("delta").load(sentences).count()
+    spark.createDataFrame([(rows,)], "sentences long").write.format("delta").mode("overwrite").save(str(out))
+    spark.stop()
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------
 # bench: every command in its own process tree, wall time and peak memory, outputs compared
 # ------------------------------------------------------------------------------------------------
 
@@ -267,6 +286,9 @@ def bench(args) -> None:
                                 "--set", f"mining.lexicon={lexicon_arg}", *sum((["--set", s] for s in args.set), []),
                                 "--summary-json", str(mine_root / "summary.json")], env)
                 runs.setdefault("ratio_spark_mine", []).append(run)
+                runs.setdefault("spark_floor", []).append(measured(
+                    [sys.executable, __file__, "floor", "--sentences", sentences, "--conf", str(REPO / "conf/acl.yaml"),
+                     *sum((["--set", s] for s in args.set), []), "--out", str(workdir / "runs" / "floor")], env))
                 checked = same_pairs(workdir / "runs" / f"pandas-{lexicon}-x{scale}-p1", mine_root)
                 load = os.getloadavg()
                 print(f"{lexicon} {scale}x repeat {repeat + 1}: " + ", ".join(
@@ -303,6 +325,11 @@ def main() -> None:
     b.add_argument("--lexicon", default="v1")
     b.add_argument("--processes", type=int, default=1)
     b.add_argument("--out", required=True)
+    f = commands.add_parser("floor", help="start a session, count the sentences, write one row: the least a Spark command does")
+    f.add_argument("--sentences", required=True)
+    f.add_argument("--conf", default=str(REPO / "conf/acl.yaml"))
+    f.add_argument("--set", action="append", default=[], help="configuration settings, as for `ratio-spark mine`")
+    f.add_argument("--out", required=True)
     c = commands.add_parser("bench", help="baseline (1 and 2 processes) and `ratio-spark mine`, medians, peaks, checks")
     c.add_argument("--sentences", default="/work/data/acl-final/tables/sentences", help="the 1x sentences table")
     c.add_argument("--workdir", required=True)
@@ -316,6 +343,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "prepare":
         prepare(args.sentences, Path(args.workdir), [int(s) for s in args.scales.split(",")])
+    elif args.command == "floor":
+        print(floor(args.sentences, args.conf, args.set, Path(args.out)))
     elif args.command == "baseline":
         print(json.dumps(baseline(args.sentences, args.lexicon, args.processes, Path(args.out))))
     else:
