@@ -78,7 +78,8 @@ def find_hyperparameters(name: str | Path) -> Path | Traversable:
     shipped = SHIPPED_HYPERPARAMETERS / (path.name if path.suffix == ".yaml" else f"{path.name}.yaml")
     if len(path.parts) == 1 and shipped.is_file():
         return shipped
-    raise TrainingInputError(f"hyperparameter file not found: {name} (training.hyperparameters; a path, or a "
+    what = "is a folder, not a hyperparameter file" if path.is_dir() else "not found"
+    raise TrainingInputError(f"hyperparameter file {what}: {name} (training.hyperparameters; a YAML file, or a "
                              f"shipped one: {', '.join(shipped_hyperparameters())})")
 
 
