@@ -98,7 +98,7 @@ def test_training_settings_are_validated(tmp_path):
         load_hyperparameters("minilm", ["99"])
     with pytest.raises(TrainingInputError, match="not found: nope.yaml .*shipped one: minilm, mpnet"):
         load_hyperparameters("nope.yaml")
-    with pytest.raises(TrainingInputError, match="is a folder, not a hyperparameter file: .*shipped one: minilm"):
+    with pytest.raises(TrainingInputError, match="is a folder, not a hyperparameter file .*shipped one: minilm"):
         load_hyperparameters(tmp_path)
     bad = tmp_path / "bad.yaml"
     bad.write_text("configurations:\n  - {id: 1, learning_rate: -1}\n")

@@ -78,9 +78,9 @@ def find_hyperparameters(name: str | Path) -> Path | Traversable:
     shipped = SHIPPED_HYPERPARAMETERS / (path.name if path.suffix == ".yaml" else f"{path.name}.yaml")
     if len(path.parts) == 1 and shipped.is_file():
         return shipped
-    what = "is a folder, not a hyperparameter file" if path.is_dir() else "not found"
-    raise TrainingInputError(f"hyperparameter file {what}: {name} (training.hyperparameters; a YAML file, or a "
-                             f"shipped one: {', '.join(shipped_hyperparameters())})")
+    problem = f"{name} is a folder, not a hyperparameter file" if path.is_dir() else f"hyperparameter file not found: {name}"
+    raise TrainingInputError(f"{problem} (training.hyperparameters; a YAML file, or a shipped one: "
+                             f"{', '.join(shipped_hyperparameters())})")
 
 
 def load_hyperparameters(name: str | Path, ids: list[str] | None = None) -> list[HyperParameters]:
