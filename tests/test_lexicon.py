@@ -82,6 +82,17 @@ def test_loader_rejects_an_unnormalised_ordinal(tmp_path):
         load_lexicon(write_lexicon(tmp_path / "ord", GOOD_ROWS, ordinals="firstly\nSecondly\n"))
 
 
+def test_loader_names_a_file_that_is_not_utf8(tmp_path):
+    folder = write_lexicon(tmp_path / "latin1", GOOD_ROWS)
+    (folder / "markers.tsv").write_bytes((folder / "markers.tsv").read_bytes().replace("§".encode(), "§".encode("latin-1")))
+    with pytest.raises(LexiconError, match=r"markers.tsv: not UTF-8 text .*save it as UTF-8"):
+        load_lexicon(folder)
+    folder = write_lexicon(tmp_path / "ordinals", GOOD_ROWS)
+    (folder / "ordinals.txt").write_bytes("premi\xe8rement\n".encode("latin-1"))
+    with pytest.raises(LexiconError, match=r"ordinals.txt: not UTF-8 text"):
+        load_lexicon(folder)
+
+
 # --- lexicon v1 ------------------------------------------------------------------------------------
 
 

@@ -101,12 +101,13 @@ def _load_config(args):
 
 
 def _read_phrases(path: str) -> list[str]:
+    from ratio_spark.core.files import read_text
     from ratio_spark.lexicon.curation.formats import LexiconInputError, normalise_marker, read_candidates, read_decisions
 
     p = Path(path)
     if not p.is_file():
         raise LexiconInputError(f"--phrases {path}: file not found")
-    header = p.read_text(encoding="utf-8").split("\n", 1)[0].split("\t")
+    header = read_text(p, LexiconInputError).split("\n", 1)[0].split("\t")
     if "marker" in header and "move" in header:
         return sorted({c.marker for c in read_candidates(p)})
     if "span" in header and "decision" in header:

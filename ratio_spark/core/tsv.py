@@ -46,11 +46,21 @@ def read_tsv(path: str | os.PathLike | Traversable, required: Iterable[str] = ()
 
     ``path`` may be a file of the package data (``importlib.resources``; inside a zip it is no ``Path``).
     ``required``: columns the header must have (else ``error`` names the missing ones). ``comments``:
-    lines starting with ``#`` are skipped (pattern templates and term lists use them).
+    lines starting with ``#`` are skipped (pattern templates and term lists use them). A file that is missing or
+    not UTF-8 text raises ``error`` with one line naming it.
     """
     path = Path(path) if isinstance(path, (str, os.PathLike)) else path
     if not path.is_file():
         raise error(f"{path}: file not found")
+    try:
+        return _read_rows(path, required, comments, error)
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.object[exc.start:exc.start + 1]!r}); "
+                    "save it as UTF-8") from None
+
+
+def _read_rows(path: Path | Traversable, required: Iterable[str], comments: bool,
+               error: type[Exception]) -> list[tuple[int, dict[str, str]]]:
     with path.open("r", newline="", encoding="utf-8") as handle:
         line_no = 0
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import math
 import secrets
 import subprocess
@@ -28,6 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from ratio_spark.core.errors import UserError
+from ratio_spark.core.files import read_text
 from ratio_spark.humaneval.study import StudyContent, token_digest
 from ratio_spark.silver.sampling import sample_pairs, stable_rank_key
 
@@ -105,8 +107,7 @@ def read_annotators(spec: str) -> list[Annotator]:
     if path.suffix == ".csv" or path.is_file():
         if not path.is_file():
             raise AssignError(f"annotator file not found: {path}")
-        with path.open(newline="", encoding="utf-8") as handle:
-            rows = list(csv.DictReader(handle))
+        rows = list(csv.DictReader(io.StringIO(read_text(path, AssignError), newline="")))
         if not rows or "annotator" not in rows[0]:
             raise AssignError(f"{path}: needs a header with an 'annotator' column (and optionally 'subfields')")
         people = [Annotator(r["annotator"].strip(), tuple(s.strip() for s in (r.get("subfields") or "").split(";")
@@ -131,8 +132,7 @@ def read_subfields(path: str | Path) -> tuple[str, dict[str, str]]:
     path = Path(path)
     if not path.is_file():
         raise AssignError(f"subfield file not found: {path}")
-    with path.open(newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = list(csv.DictReader(io.StringIO(read_text(path, AssignError), newline="")))
     columns = set(rows[0]) if rows else set()
     key = "query_id" if "query_id" in columns else "paper_id" if "paper_id" in columns else None
     if key is None or "subfield" not in columns:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ratio_spark.core.errors import UserError
+from ratio_spark.core.files import read_text
 from ratio_spark.core.schema import DISTRACTOR_CATEGORIES, MARKER_SOURCES, MOVES
 from ratio_spark.core.text import normalize_text
 from ratio_spark.core.tsv import read_tsv
@@ -152,7 +153,7 @@ def load_lexicon(path: str | Path | Traversable) -> Lexicon:
     ordinals_file = folder / "ordinals.txt"
     ordinals: list[str] = []
     if ordinals_file.is_file():
-        for line_no, line in enumerate(ordinals_file.read_text(encoding="utf-8").splitlines(), start=1):
+        for line_no, line in enumerate(read_text(ordinals_file, LexiconError).splitlines(), start=1):
             word = line.split("#", 1)[0].strip()
             if not word:
                 continue

@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 
 from ratio_spark.core.errors import UserError
+from ratio_spark.core.files import read_text
 from ratio_spark.core.front_matter import split_front_matter
 
 MOVES = ("address", "broaden", "specify")
@@ -111,4 +112,4 @@ def load_prompt(prompt_id: str, prompt_dir: str | Path | None = None) -> RerankP
     if not path.is_file():
         known = sorted(p.stem for p in path.parent.glob("*.md")) if path.parent.is_dir() else []
         raise PromptError(f"rerank.prompt: no prompt {prompt_id!r} in {path.parent}; available: {known or 'none'}")
-    return parse_prompt(path.read_text(encoding="utf-8"), str(path))
+    return parse_prompt(read_text(path, PromptError), str(path))

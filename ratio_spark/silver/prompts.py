@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 from ratio_spark.core.errors import UserError
+from ratio_spark.core.files import read_text
 from ratio_spark.core.front_matter import split_front_matter
 from ratio_spark.core.schema import MOVES
 from ratio_spark.silver.pairs import judge_text
@@ -81,7 +82,7 @@ def load_prompts(prompt_dir: str | Path | None = None) -> dict[str, dict[str, Ju
     prompts: dict[str, dict[str, JudgePrompt]] = {}
     for move, entry in _files(prompt_dir):
         where = f"{move}/{entry.name}"
-        meta, body = _parse(entry.read_text(encoding="utf-8"), where)
+        meta, body = _parse(read_text(entry, PromptError), where)
         prompt_id = str(meta.get("id", ""))
         if prompt_id != entry.name[: -len(".md")] or not _ID.match(prompt_id):
             raise PromptError(f"{where}: id {prompt_id!r} must equal the file name and look like name-v1")

@@ -30,6 +30,7 @@ import yaml
 
 from ratio_spark.core.schema import DEFAULT_MAX_EXTENSION_WORDS
 from ratio_spark.core.errors import UserError
+from ratio_spark.core.files import read_text
 from ratio_spark.core.tsv import read_tsv, write_tsv
 from ratio_spark.lexicon.curation.formats import LABELS, LABELS_FILE
 from ratio_spark.lexicon.loader import SHIPPED_DIR
@@ -86,7 +87,7 @@ def load_prompt(file: str, prompts_dir: str | Path | Traversable = PROMPTS_DIR) 
         raise LexiconLLMError(f"prompt file not found: {path}")
     sections: dict[str, list[str]] = {}
     current = None
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in read_text(path, LexiconLLMError).splitlines():
         if current is None and line.startswith("#"):
             continue  # header comments
         if line.strip() in ("[system]", "[user]"):
