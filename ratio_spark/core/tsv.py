@@ -10,9 +10,12 @@ back exactly. ``read_tsv`` returns each row with its line number, for messages t
 from __future__ import annotations
 
 import csv
+import io
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
+
+from ratio_spark.core.files import read_text
 
 if TYPE_CHECKING:
     from importlib.abc import Traversable
@@ -52,32 +55,23 @@ def read_tsv(path: str | os.PathLike | Traversable, required: Iterable[str] = ()
     path = Path(path) if isinstance(path, (str, os.PathLike)) else path
     if not path.is_file():
         raise error(f"{path}: file not found")
-    try:
-        return _read_rows(path, required, comments, error)
-    except UnicodeDecodeError as exc:
-        raise error(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.object[exc.start:exc.start + 1]!r}); "
-                    "save it as UTF-8") from None
+    handle = io.StringIO(read_text(path, error), newline="")
+    line_no = 0
 
+    def lines() -> Iterator[str]:
+        nonlocal line_no
+        for line_no, line in enumerate(handle, start=1):  # noqa: B007 - read by the loop below
+            if not (comments and line.lstrip().startswith("#")):
+                yield line
 
-def _read_rows(path: Path | Traversable, required: Iterable[str], comments: bool,
-               error: type[Exception]) -> list[tuple[int, dict[str, str]]]:
-    with path.open("r", newline="", encoding="utf-8") as handle:
-        line_no = 0
-
-        def lines() -> Iterator[str]:
-            nonlocal line_no
-            for line_no, line in enumerate(handle, start=1):  # noqa: B007 - read by the loop below
-                if not (comments and line.lstrip().startswith("#")):
-                    yield line
-
-        reader = csv.DictReader(lines(), delimiter="\t")
-        header = [name for name in reader.fieldnames or [] if name]
-        missing = [c for c in required if c not in header]
-        if missing:
-            raise error(f"{path}: missing columns {missing}; expected {list(required)} (tab-separated)")
-        out = []
-        for row in reader:
-            values = {k: (row.get(k) or "").strip() for k in header}
-            if any(values.values()):
-                out.append((line_no, values))
+    reader = csv.DictReader(lines(), delimiter="\t")
+    header = [name for name in reader.fieldnames or [] if name]
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise error(f"{path}: missing columns {missing}; expected {list(required)} (tab-separated)")
+    out = []
+    for row in reader:
+        values = {k: (row.get(k) or "").strip() for k in header}
+        if any(values.values()):
+            out.append((line_no, values))
     return out
