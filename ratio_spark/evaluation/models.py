@@ -137,6 +137,9 @@ def check_model_available(name: str, aliases: dict[str, str] | None = None) -> s
     """Where ``name`` resolves, without downloading or installing anything; ``ModelError`` says how to get it."""
     resolved = resolve_model(name, aliases, install=False)
     if Path(resolved).is_dir():
+        if not any((Path(resolved) / f).is_file() for f in ("modules.json", "config.json")):
+            raise ModelError(f"the folder {resolved} holds no model (no modules.json or config.json): "
+                             "give the folder a model was saved to (sentence-transformers' save, or `ratio-spark train`)")
         return resolved
     repo_id = resolved if "/" in resolved else f"sentence-transformers/{resolved}"  # as sentence-transformers does
     try:
@@ -173,7 +176,7 @@ def load_sentence_transformer(name: str, device: str | None = None, aliases: dic
         device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         model = SentenceTransformer(path, device=device)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a folder whose config.json names no known model type
         raise ModelError(
             f"cannot load model {name!r} ({path}) offline: give a local folder, a name in the local Hugging Face "
             f"cache, or an alias ({', '.join(ALIASES)}): {exc}"
