@@ -58,7 +58,13 @@ def _phrases(tmp_path: Path) -> None:
     _read_phrases(str(_write(tmp_path / "phrases.tsv", LATIN1)))
 
 
-@pytest.mark.parametrize("reader", [_rerank_prompt, _silver_prompts, _lexicon_llm_prompt, _annotators, _subfields, _phrases])
+def _trec_run(tmp_path: Path) -> None:
+    from ratio_spark.evaluation.runs import read_run_files
+
+    read_run_files(_write(tmp_path / "bm25.trec", b"q1 Q0 c1 1 2.5 " + LATIN1))
+
+
+@pytest.mark.parametrize("reader", [_trec_run, _rerank_prompt, _silver_prompts, _lexicon_llm_prompt, _annotators, _subfields, _phrases])
 def test_a_file_that_is_not_utf8_is_one_line_naming_it(tmp_path, reader):
     with pytest.raises(UserError) as caught:
         reader(tmp_path)

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from ratio_spark.core.errors import UserError
+from ratio_spark.core.files import read_text
 from ratio_spark.evaluation.retrieval.base import Ranking, Rankings
 
 
@@ -29,7 +30,7 @@ def read_trec_run(path: str | Path) -> Rankings:
     if not path.is_file():
         raise RunError(f"no run file at {path}")
     scored: dict[str, dict[str, float]] = {}
-    for line_no, line in enumerate(path.read_text().splitlines(), start=1):
+    for line_no, line in enumerate(read_text(path, RunError).splitlines(), start=1):
         if not line.strip():
             continue
         parts = line.split()
