@@ -79,3 +79,10 @@ def test_read_text_names_a_folder_and_reads_utf8(tmp_path):
     with pytest.raises(Oops, match=f"cannot read {tmp_path}"):
         read_text(tmp_path, Oops)
     assert read_text(_write(tmp_path / "ok.txt", "caf\xe9".encode()), Oops) == "caf\xe9"
+
+
+def test_a_csv_saved_by_a_spreadsheet_with_a_byte_order_mark_reads(tmp_path):
+    from ratio_spark.humaneval.assign import read_annotators
+
+    people = read_annotators(str(_write(tmp_path / "annotators.csv", "\ufeffannotator\nalice\nbob\n".encode())))
+    assert [p.name for p in people] == ["alice", "bob"]

@@ -12,10 +12,11 @@ if TYPE_CHECKING:
 
 
 def read_text(path: str | os.PathLike | Traversable, error: type[Exception]) -> str:
-    """The file's text (UTF-8); ``error`` with one line naming the file when it cannot be read as such."""
+    """The file's text (UTF-8, without the byte-order mark spreadsheets put before a CSV's header); ``error``
+    with one line naming the file when it cannot be read as such."""
     path = Path(path) if isinstance(path, (str, os.PathLike)) else path
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise error(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.object[exc.start:exc.start + 1]!r}); "
                     "save it as UTF-8") from None
