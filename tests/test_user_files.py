@@ -64,7 +64,13 @@ def _trec_run(tmp_path: Path) -> None:
     read_run_files(_write(tmp_path / "bm25.trec", b"q1 Q0 c1 1 2.5 " + LATIN1))
 
 
-@pytest.mark.parametrize("reader", [_trec_run, _rerank_prompt, _silver_prompts, _lexicon_llm_prompt, _annotators, _subfields, _phrases])
+def _silver_labels(tmp_path: Path) -> None:
+    from ratio_spark.silver.agreement import load_labels
+
+    load_labels(_write(tmp_path / "labels.csv", b"query_id,annotator,label\n" + LATIN1))
+
+
+@pytest.mark.parametrize("reader", [_silver_labels, _trec_run, _rerank_prompt, _silver_prompts, _lexicon_llm_prompt, _annotators, _subfields, _phrases])
 def test_a_file_that_is_not_utf8_is_one_line_naming_it(tmp_path, reader):
     with pytest.raises(UserError) as caught:
         reader(tmp_path)
@@ -86,3 +92,10 @@ def test_a_csv_saved_by_a_spreadsheet_with_a_byte_order_mark_reads(tmp_path):
 
     people = read_annotators(str(_write(tmp_path / "annotators.csv", "\ufeffannotator\nalice\nbob\n".encode())))
     assert [p.name for p in people] == ["alice", "bob"]
+
+
+def test_an_empty_labels_file_is_one_line(tmp_path):
+    from ratio_spark.silver.agreement import LabelsError, load_labels
+
+    with pytest.raises(LabelsError, match="not a labels CSV"):
+        load_labels(_write(tmp_path / "labels.csv", b""))

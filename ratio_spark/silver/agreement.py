@@ -18,6 +18,7 @@ An optional ``set`` column (``calibration`` / ``panel``) overrides that inferenc
 
 from __future__ import annotations
 
+import io
 import itertools
 import math
 from pathlib import Path
@@ -25,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from ratio_spark.core.errors import UserError
+from ratio_spark.core.files import read_text
 
 AND_RULE = "Both (AND)"
 HUMAN = "Human"
@@ -39,10 +41,12 @@ class LabelsError(UserError, ValueError):
 
 def load_labels(path: str | Path) -> pd.DataFrame:
     """Read and check a labels CSV: columns query_id, annotator, label (bool), set (calibration/panel)."""
+    if not Path(path).is_file():
+        raise LabelsError(f"labels file not found: {path}")
     try:
-        raw = pd.read_csv(path, dtype=str, keep_default_na=False, comment=None)
-    except FileNotFoundError:
-        raise LabelsError(f"labels file not found: {path}") from None
+        raw = pd.read_csv(io.StringIO(read_text(path, LabelsError)), dtype=str, keep_default_na=False, comment=None)
+    except (pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
+        raise LabelsError(f"{path}: not a labels CSV ({' '.join(str(exc).split())})") from None
     if "query_id" not in raw.columns and "pair_id" in raw.columns:
         raw = raw.rename(columns={"pair_id": "query_id"})
     missing = [c for c in ("query_id", "annotator", "label") if c not in raw.columns]
