@@ -17,6 +17,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from ratio_spark.core.errors import UserError
+from ratio_spark.core.files import read_text
 from ratio_spark.core.schema import DEFAULT_MAX_EXTENSION_WORDS
 from ratio_spark.core.strict import RegexPattern, StrictModel
 from ratio_spark.evaluation.settings import EvaluationConfig
@@ -345,12 +346,11 @@ def _find_conf(name: str, relative_to: Path | None) -> Path | Traversable:
 
 
 def _read_yaml(source: Path | Traversable) -> dict:
+    text = read_text(source, ConfigError)
     try:
-        data = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source} is not valid YAML: {_yaml_problem(exc)}; fix the syntax there") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read configuration {source}: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping (key: value lines)")
     # A file may extend another one: relative to itself, or a shipped configuration by name.

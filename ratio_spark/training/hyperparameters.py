@@ -16,6 +16,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from ratio_spark.core.config import SHIPPED_CONF_DIR, validation_message
+from ratio_spark.core.files import read_text
 from ratio_spark.core.strict import StrictModel
 from ratio_spark.training.settings import TrainingInputError
 
@@ -86,10 +87,9 @@ def find_hyperparameters(name: str | Path) -> Path | Traversable:
 def load_hyperparameters(name: str | Path, ids: list[str] | None = None) -> list[HyperParameters]:
     """The configurations of a hyperparameter file (all, or those with the given ids, in file order)."""
     path = find_hyperparameters(name)
+    text = read_text(path, TrainingInputError)
     try:
-        tree = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TrainingInputError(f"cannot read hyperparameter file {path}: {exc}") from None
+        tree = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise TrainingInputError(f"{path} is not valid YAML: {' '.join(str(exc).split())}") from None
     try:
