@@ -199,3 +199,38 @@ def test_damage_is_named_and_the_records_before_it_are_kept(ingested):
 def test_the_utf16_tei_is_read_like_its_utf8_original(ingested):
     _, _, papers, _, _ = ingested
     assert "P18-9100" in set(papers["paper_id"])
+
+
+@pytest.mark.parametrize("name", ["P17-5020.json.gz", "plain.jsonl.gz", "plain.jsonl.bz2"])
+def test_a_plain_file_named_as_compressed_is_told_to_rename_it(name):
+    """Issue 34: a plain-text file named *.gz was told to "copy or download the file again"; the likely fix is
+    renaming it. The reject says what was found: the first bytes are not the compression's magic number."""
+    from ratio_spark.pipeline.ingest.jsonl import parse_jsonl
+    from ratio_spark.pipeline.ingest.options import ReaderOptions
+    from ratio_spark.pipeline.ingest.spark_io import file_records
+
+    plain = json.dumps(_jsonl_paper("J17-0001")).encode() + b"\n"
+    [record] = file_records(f"/in/{name}", plain, parse_jsonl, ReaderOptions(input_name="t", format="jsonl"))
+    suffix = name[name.rindex("."):]
+    detail = record["reject_detail"]
+    assert record["reject_reason"] == "unreadable_file"
+    assert f"named {suffix} but is not" in detail and "magic number" in detail
+    assert plain[:8].hex(" ") in detail  # what was found
+    assert f"rename it without {suffix}" in detail
+
+
+def test_a_jsonl_record_without_sections_is_another_shape_and_an_empty_one_has_no_body():
+    """Issue 34: the boundary docs/formats.md states: no "sections" key is unexpected_shape (saying so),
+    "sections": [] is empty_body."""
+    from ratio_spark.pipeline.ingest.jsonl import parse_jsonl
+    from ratio_spark.pipeline.ingest.options import ReaderOptions
+
+    options = ReaderOptions(input_name="t", format="jsonl")
+    paper = _jsonl_paper("J17-0002")
+    without = {k: v for k, v in paper.items() if k != "sections"}
+    [missing] = parse_jsonl(json.dumps(without).encode(), "/in/a.jsonl", options)
+    [empty] = parse_jsonl(json.dumps({**paper, "sections": []}).encode(), "/in/b.jsonl", options)
+    assert (missing["reject_reason"], empty["reject_reason"]) == ("unexpected_shape", "empty_body")
+    assert 'no "sections" key' in missing["reject_detail"] and missing["paper_id"] == "J17-0002"
+    formats = (REPO_ROOT / "docs" / "formats.md").read_text(encoding="utf-8")
+    assert 'a record without the key is `unexpected_shape`' in formats and '`"sections": []`' in formats

@@ -1,10 +1,10 @@
 """Bibliographies at ingest: entries and in-text mentions, carried in each paper record (pure Python).
 
-Every reader that knows a bibliography (TEI ``<listBibl>``, S2ORC 2020 ``bib_entries``, current-release
-``bibentry``/``bibref`` annotations) fills the record's ``bibliography`` column with the same shape:
+Every reader that knows a bibliography (TEI ``<listBibl>``, JATS ``<ref-list>``, S2ORC 2020 ``bib_entries``,
+current-release ``bibentry``/``bibref`` annotations) fills the record's ``bibliography`` column with the same shape:
 
 * ``entries``: one per bibliography entry (``entry_id`` as the source names it, title, authors, year,
-  venue and the ids it carries: DOI, arXiv, ACL Anthology, Semantic Scholar);
+  venue and the ids it carries: DOI, arXiv, ACL Anthology, Semantic Scholar, PubMed);
 * ``mentions``: one per in-text citation marker, with the entry it points to and its place in the
   paper's *cleaned* text: ``(section_idx, para_idx, char_offset)``, the coordinates of the ``sections``
   column, so the ``citations`` stage can find the sentence that holds it after segmentation;
@@ -39,6 +39,7 @@ BIB_ENTRY_TYPE = T.StructType([
     T.StructField("arxiv_id", T.StringType()),
     T.StructField("acl_id", T.StringType()),
     T.StructField("s2_id", T.StringType()),  # Semantic Scholar paper id / corpus id of the matched paper
+    T.StructField("pmid", T.StringType()),  # PubMed id (JATS <pub-id pub-id-type="pmid">)
 ])
 MENTION_TYPE = T.StructType([
     T.StructField("entry_id", T.StringType()),  # null: a marker that names no entry
@@ -63,6 +64,7 @@ class BibEntry(TypedDict, total=False):
     arxiv_id: str | None
     acl_id: str | None
     s2_id: str | None
+    pmid: str | None
 
 
 class Mention(TypedDict):
@@ -143,7 +145,7 @@ def clean_field(text: Any, clean: Callable[[str], str] | None = None) -> str | N
 
 def entry(entry_id: str, *, title: str | None = None, authors: Iterable[str] = (), year: Any = None,
           venue: str | None = None, doi: str | None = None, arxiv_id: str | None = None,
-          acl_id: str | None = None, s2_id: Any = None) -> BibEntry:
+          acl_id: str | None = None, s2_id: Any = None, pmid: str | None = None) -> BibEntry:
     year_value = year if isinstance(year, int) and not isinstance(year, bool) else find_year(year)
     return {
         "entry_id": entry_id,
@@ -155,6 +157,7 @@ def entry(entry_id: str, *, title: str | None = None, authors: Iterable[str] = (
         "arxiv_id": arxiv_id,
         "acl_id": acl_id,
         "s2_id": str(s2_id) if s2_id not in (None, "") else None,
+        "pmid": pmid or None,
     }
 
 

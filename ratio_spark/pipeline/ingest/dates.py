@@ -90,9 +90,9 @@ def date_from_anthology_id(paper_id: str | None) -> ParsedDate | None:
 
 
 def paper_id_from_path(path: str) -> str:
-    """The file name without its data suffixes: .../P14-1001.tei.xml.gz -> P14-1001."""
+    """The file name without its data suffixes: .../P14-1001.tei.xml.gz -> P14-1001 (PMC's .nxml too)."""
     name = path.rsplit("/", 1)[-1].rsplit("!", 1)[-1].rsplit("/", 1)[-1]
-    for suffix in (".gz", ".xml", ".tei", ".json", ".jsonl"):
+    for suffix in (".gz", ".xml", ".nxml", ".tei", ".json", ".jsonl"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
     for suffix in (".xml", ".tei", ".json"):

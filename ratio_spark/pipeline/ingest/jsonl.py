@@ -1,7 +1,8 @@
 """Our own JSONL format: one paper per JSON object, already split into sections and paragraphs.
 
     {"paper_id": "P14-1001", "pub_date": "2014-06-22" | "2014-06" | "2014", "title": "..." | null,
-     "sections": [{"heading": "Introduction" | null, "paragraphs": ["...", "..."]}]}
+     "sections": [{"heading": "Introduction" | null, "paragraphs": ["...", "..."]}],
+     "license": "CC-BY-4.0" | "https://creativecommons.org/licenses/by/4.0/" | null}    (optional)
 
 One object per line of a ``*.jsonl`` / ``*.jsonl.gz`` / ``*.ndjson`` file, or one per ``*.json`` file.
 The format is the simplest way to bring any other corpus in: convert it to this shape.
@@ -16,7 +17,7 @@ from typing import Any
 from ratio_spark.pipeline.ingest.options import ReaderOptions
 from ratio_spark.pipeline.ingest.dates import parse_iso_date, resolve_date
 from ratio_spark.core.schema import Reason
-from ratio_spark.pipeline.ingest.records import ParsedRecord, paper_record, reject
+from ratio_spark.pipeline.ingest.records import ParsedRecord, license_name, paper_record, reject
 
 FORMAT = "jsonl"
 # pub_date must be ISO (the shared free-text parser would read "2014-13-45" as the year 2014).
@@ -77,7 +78,13 @@ def parse_jsonl(data: bytes, source_path: str, options: ReaderOptions) -> list[P
     title = obj.get("title")
     if title is not None and not isinstance(title, str):
         return fail(Reason.UNEXPECTED_SHAPE, f"title is {type(title).__name__}, not a string or null", paper_id)
-    sections = _sections(obj.get("sections"), options)
+    license = obj.get("license")
+    if license is not None and not isinstance(license, str):
+        return fail(Reason.UNEXPECTED_SHAPE, f"license is {type(license).__name__}, not a string or null", paper_id)
+    if "sections" not in obj:  # a record without body text says so with "sections": [] (then empty_body)
+        return fail(Reason.UNEXPECTED_SHAPE, 'no "sections" key (a paper without body text has "sections": [], '
+                    "and is then rejected as empty_body)", paper_id)
+    sections = _sections(obj["sections"], options)
     if isinstance(sections, str):
         return fail(Reason.UNEXPECTED_SHAPE, sections, paper_id)
 
@@ -95,4 +102,4 @@ def parse_jsonl(data: bytes, source_path: str, options: ReaderOptions) -> list[P
     shortfall = options.body_shortfall(sections)
     if shortfall:
         return fail(Reason.EMPTY_BODY, shortfall, paper_id)
-    return [paper_record(FORMAT, source_path, paper_id, title, sections, date, rule)]
+    return [paper_record(FORMAT, source_path, paper_id, title, sections, date, rule, license=license_name(license))]

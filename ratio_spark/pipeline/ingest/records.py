@@ -9,6 +9,7 @@ ingest) and a readable detail. Readers are pure Python functions over one input 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any, TypedDict
 
 from pyspark.sql import types as T
@@ -34,6 +35,7 @@ RECORD_SCHEMA = T.StructType(
         T.StructField("sections", T.ArrayType(SECTION_TYPE)),
         # entries + in-text mentions (ratio_spark.pipeline.ingest.bibliography); null: the format has none
         T.StructField("bibliography", BIBLIOGRAPHY_TYPE),
+        T.StructField("license", T.StringType()),  # the paper's licence (license_name); null: not stated
         T.StructField("source_format", T.StringType()),
         T.StructField("source_path", T.StringType()),
         T.StructField("reject_reason", T.StringType()),
@@ -51,6 +53,7 @@ class ParsedRecord(TypedDict, total=False):
     title: str | None
     sections: list[dict[str, Any]] | None
     bibliography: dict[str, Any] | None
+    license: str | None
     source_format: str
     source_path: str
     reject_reason: str | None
@@ -68,9 +71,11 @@ def reject(source_format: str, source_path: str, reason: str, detail: str, paper
 
 
 def paper_record(source_format: str, source_path: str, paper_id: str, title: Any, sections: list[dict],
-                 date: dict | None, date_source: str, bibliography: dict | None = None) -> ParsedRecord:
+                 date: dict | None, date_source: str, bibliography: dict | None = None,
+                 license: str | None = None) -> ParsedRecord:
     """An accepted paper; ``date`` is a ``dates.ParsedDate`` (None until a later rule sets it);
-    ``bibliography`` as ``ingest.bibliography.bibliography`` builds it (None: the format has none)."""
+    ``bibliography`` as ``ingest.bibliography.bibliography`` builds it (None: the format has none);
+    ``license`` as ``license_name`` gives it (None: the record states none)."""
     return {
         "paper_id": paper_id,
         "pub_date": date["pub_date"] if date else None,
@@ -79,8 +84,32 @@ def paper_record(source_format: str, source_path: str, paper_id: str, title: Any
         "title": (collapse_whitespace(title) or None) if isinstance(title, str) else None,
         "sections": sections,
         "bibliography": bibliography,
+        "license": license,
         "source_format": source_format,
         "source_path": source_path,
         "reject_reason": None,
         "reject_detail": None,
     }
+
+
+# Creative Commons licence URLs (http or https, any host spelling) -> SPDX ids: CC-BY-4.0, CC-BY-NC-SA-3.0, CC0-1.0.
+_CC_LICENSE = re.compile(r"creativecommons\.org/licenses/(by(?:-nc)?(?:-nd|-sa)?)/(\d\.\d)", re.IGNORECASE)
+_CC_ZERO = re.compile(r"creativecommons\.org/publicdomain/zero/(\d\.\d)", re.IGNORECASE)
+_MAX_LICENSE_CHARS = 300
+
+
+def license_name(*statements: Any) -> str | None:
+    """A paper's licence as the ``papers`` table keeps it, from the first statement that says anything: the
+    SPDX id when a statement holds a Creative Commons URL (``CC-BY-4.0``, ``CC0-1.0``), else the statement
+    itself (a URL, a code such as S2's ``CCBY``, a sentence), whitespace collapsed; None when all are empty.
+    A release filters on it to say what it may redistribute."""
+    for statement in statements:
+        text = collapse_whitespace(statement) if isinstance(statement, str) else ""
+        if not text:
+            continue
+        if match := _CC_LICENSE.search(text):
+            return f"CC-{match.group(1).upper()}-{match.group(2)}"
+        if match := _CC_ZERO.search(text):
+            return f"CC0-{match.group(1)}"
+        return text[:_MAX_LICENSE_CHARS]
+    return None

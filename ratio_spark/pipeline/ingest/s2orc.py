@@ -26,7 +26,7 @@ from ratio_spark.pipeline.ingest import bibliography as bib
 from ratio_spark.pipeline.ingest.options import ReaderOptions
 from ratio_spark.pipeline.ingest.dates import paper_id_from_path, resolve_date
 from ratio_spark.core.schema import Reason
-from ratio_spark.pipeline.ingest.records import RECORD_COLUMNS, ParsedRecord, paper_record, reject
+from ratio_spark.pipeline.ingest.records import RECORD_COLUMNS, ParsedRecord, license_name, paper_record, reject
 from ratio_spark.pipeline.ingest.spark_io import read_records
 
 FORMAT_2020 = "s2orc_2020"
@@ -296,7 +296,15 @@ def _parse_current(data: bytes, source_path: str, options: ReaderOptions) -> Par
     title_spans = _spans(annotations, "title", strict=False)
     title = " ".join(text[s:e] for s, e in title_spans) if title_spans else None
     bibliography = bib.safe_bibliography(lambda: _bibliography_current(text, annotations, sections, options))
-    return paper_record(FORMAT_CURRENT, source_path, paper_id, title, sections, None, PENDING_METADATA, bibliography)
+    return paper_record(FORMAT_CURRENT, source_path, paper_id, title, sections, None, PENDING_METADATA, bibliography,
+                        _license_current(content))
+
+
+def _license_current(content: dict) -> str | None:
+    """``content.source.oainfo.license`` (Unpaywall's code: ``CCBY``, ``CCBYNC``, ``PUBLICDOMAIN``, ...)."""
+    source = content.get("source") if isinstance(content.get("source"), dict) else {}
+    oainfo = source.get("oainfo") if isinstance(source.get("oainfo"), dict) else {}
+    return license_name(oainfo.get("license"))
 
 
 def _annotation_items(annotations: dict, name: str) -> list[dict]:
@@ -447,6 +455,7 @@ def read_s2orc_current(spark: SparkSession, inp: InputConfig, options: ReaderOpt
         if_paper(F.coalesce("meta_title", "title")).alias("title"),
         if_paper(F.col("sections")).alias("sections"),
         if_paper(F.col("bibliography")).alias("bibliography"),
+        if_paper(F.col("license")).alias("license"),
         "source_format",
         "source_path",
         reason.alias("reject_reason"),

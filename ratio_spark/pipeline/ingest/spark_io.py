@@ -40,6 +40,7 @@ from ratio_spark.pipeline.ingest.records import RECORD_COLUMNS, RECORD_SCHEMA, P
 # format -> "module:function" of its parser(data: bytes, source_path: str, options) -> list[ParsedRecord]
 PARSERS = {
     "tei": "ratio_spark.pipeline.ingest.tei:parse_tei",
+    "jats": "ratio_spark.pipeline.ingest.jats:parse_jats",
     "s2orc_2020": "ratio_spark.pipeline.ingest.s2orc:parse_s2orc_2020",
     "s2orc_current": "ratio_spark.pipeline.ingest.s2orc:parse_s2orc_current",
     "jsonl": "ratio_spark.pipeline.ingest.jsonl:parse_jsonl",
@@ -50,6 +51,8 @@ COMPRESSIONS: dict[str, tuple[Callable[[IO[bytes]], IO[bytes]], str]] = {
     ".bz2": (lambda raw: bz2.BZ2File(raw), "bzip2"),
     ".xz": (lambda raw: lzma.LZMAFile(raw), "xz"),
 }
+# The first bytes of each compression's stream: a file named .gz without them is not gzip at all.
+MAGIC_NUMBERS = {".gz": b"\x1f\x8b", ".bz2": b"BZh", ".xz": b"\xfd7zXZ\x00"}
 # Compressions Python cannot read without extra packages: a clear reject instead of garbage records.
 UNSUPPORTED_COMPRESSIONS = (".zst", ".zstd", ".lz4", ".sz", ".snappy", ".br", ".7z", ".zip", ".rar")
 PLAIN_LINE_SUFFIXES = (".jsonl", ".ndjson")
@@ -94,6 +97,21 @@ def _damage(options: ReaderOptions, path: str, what: str, exc: BaseException, ke
     return reject(options.format, path, reason, f"{detail}; {kept}; fix: copy or download the file again")
 
 
+def _not_compressed(options: ReaderOptions, path: str, compression: str, content: bytes, kept: str) -> ParsedRecord | None:
+    """A reject when ``content`` lacks the magic number of the compression its name says: most likely a plain
+    file named ``.gz`` (renaming it is the fix), not a damaged download."""
+    magic = MAGIC_NUMBERS[compression]
+    if content.startswith(magic):
+        return None
+    name = COMPRESSIONS[compression][1]
+    head = content[:8]
+    return reject(options.format, path, Reason.UNREADABLE_FILE,
+                  f"the file is named {compression} but is not {name}, not what its name says: its first bytes are "
+                  f"{head.hex(' ')} ({head!r}), not {name}'s magic number {magic.hex(' ')}; {kept}; fix: if it is not "
+                  f"compressed, rename it without {compression} (or compress it); if it should be {name}, copy or "
+                  "download it again")
+
+
 _DECOMPRESS_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError, ValueError)
 
 
@@ -135,12 +153,18 @@ def _archive_records(path: str, content: bytes, parser: Parser, options: ReaderO
                                         if len(end) < tarfile.BLOCKSIZE else "a damaged member header")
     except (tarfile.TarError, *_DECOMPRESS_ERRORS) as exc:
         yield _damage(options, path, "the tar archive", exc, f"the {members} member(s) before the damage are read")
+        return
+    if members == 0:  # a complete archive without a file is still an input: one record says so
+        yield reject(options.format, path, Reason.EMPTY_FILE, "the tar archive holds no file")
 
 
 def _line_records(path: str, content: bytes, compression: str, parser: Parser,
                   options: ReaderOptions) -> Iterator[ParsedRecord]:
     """One record per non-blank line of a compressed line file, read as a stream up to any damage."""
     opener, name = COMPRESSIONS[compression]
+    if (wrong := _not_compressed(options, path, compression, content, "nothing is read from it")) is not None:
+        yield wrong
+        return
     line_no = lines = 0
     try:
         with opener(io.BytesIO(content)) as stream:
@@ -170,9 +194,14 @@ def file_records(path: str, content: bytes, parser: Parser, options: ReaderOptio
     if _suffix(path, ARCHIVE_SUFFIXES) is not None:
         yield from _archive_records(path, content, parser, options)
         return
+    kept = "it holds one record, so nothing is read from it"
+    compression = _suffix(path, COMPRESSIONS)
+    if compression is not None and (wrong := _not_compressed(options, path, compression, content, kept)) is not None:
+        yield wrong
+        return
     data, error = _decompressed(path, content)
     if error is not None:
-        yield _damage(options, path, "the file", error, "it holds one record, so nothing is read from it")
+        yield _damage(options, path, "the file", error, kept)
         return
     yield from _safe_parse(parser, data, path, options)
 

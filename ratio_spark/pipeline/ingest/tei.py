@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import codecs
-
 from lxml import etree
 
 from ratio_spark.pipeline.ingest import bibliography as bib
 from ratio_spark.pipeline.ingest.dates import canonical_paper_id, paper_id_from_path, resolve_date
 from ratio_spark.core.schema import Reason
-from ratio_spark.pipeline.ingest.records import ParsedRecord, paper_record, reject
+from ratio_spark.pipeline.ingest.records import ParsedRecord, license_name, paper_record, reject
 from ratio_spark.pipeline.ingest.options import ReaderOptions
+from ratio_spark.pipeline.ingest.xmldoc import parse_xml
 from ratio_spark.core.text import collapse_whitespace, dehyphenate
 
 FORMAT = "tei"
@@ -62,15 +61,6 @@ def _body_divs(root: etree._Element) -> list[tuple[etree._Element | None, list[e
     """(head, paragraphs) of each body div, in reading order."""
     return [(div.find("tei:head", _NS), div.findall("tei:p", _NS))
             for div in root.iterfind(".//tei:text/tei:body//tei:div", _NS)]
-
-
-def _utf16_xml(data: bytes) -> bool:
-    if not data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return False
-    try:
-        return data.decode("utf-16").lstrip().startswith("<")
-    except UnicodeDecodeError:
-        return False
 
 
 def _sections(root: etree._Element, options: ReaderOptions) -> list[dict]:
@@ -148,26 +138,19 @@ def _bibliography(root: etree._Element, sections: list[dict], options: ReaderOpt
     return bib.bibliography(entries, mentions)
 
 
+def _license(root: etree._Element) -> str | None:
+    """``publicationStmt/availability/licence`` (its ``target`` URL, else its text); a copyright line in
+    ``availability/p`` (GROBID's usual) is not a licence."""
+    node = root.find(".//tei:teiHeader/tei:fileDesc/tei:publicationStmt/tei:availability/tei:licence", _NS)
+    return license_name(node.get("target"), _text_of(node)) if node is not None else None
+
+
 def parse_tei(data: bytes, source_path: str, options: ReaderOptions) -> list[ParsedRecord]:
     """Parse one TEI file into a paper record, or a reject saying why it cannot be used."""
     paper_id = canonical_paper_id(paper_id_from_path(source_path)) or None
-    if not data.strip():
-        return [reject(FORMAT, source_path, Reason.EMPTY_FILE, "the file has no content", paper_id)]
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        # Other encodings are fine when the XML says which: a declared encoding, or a UTF-16 byte-order mark
-        # in front of text that is UTF-16 XML.
-        declared = data.lstrip().startswith(b"<?xml") and b"encoding=" in data[:200]
-        if not (declared or _utf16_xml(data)):
-            return [reject(FORMAT, source_path, Reason.UNDECODABLE_BYTES, f"not valid UTF-8: {exc}", paper_id)]
-    try:
-        # collect_ids=False: GROBID sometimes repeats an xml:id (formula_15), harmless for reading.
-        parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True, collect_ids=False)
-        root = etree.fromstring(data, parser)
-    except etree.XMLSyntaxError as exc:
-        reason = Reason.UNDECODABLE_BYTES if "encoding" in str(exc).lower() or "utf-8" in str(exc).lower() else Reason.MALFORMED_XML
-        return [reject(FORMAT, source_path, reason, f"XML parser: {exc}", paper_id)]
+    root, failure = parse_xml(data, FORMAT, source_path, paper_id, collect_ids=False)
+    if failure:
+        return failure
     if root.tag != f"{{{_NS['tei']}}}TEI":
         return [reject(FORMAT, source_path, Reason.UNEXPECTED_SHAPE, f"root element is {root.tag!r}, not TEI", paper_id)]
     if not paper_id:
@@ -190,4 +173,4 @@ def parse_tei(data: bytes, source_path: str, options: ReaderOptions) -> list[Par
     if shortfall:
         return [reject(FORMAT, source_path, Reason.EMPTY_BODY, shortfall, paper_id)]
     bibliography = bib.safe_bibliography(lambda: _bibliography(root, sections, options))
-    return [paper_record(FORMAT, source_path, paper_id, title, sections, date, rule, bibliography)]
+    return [paper_record(FORMAT, source_path, paper_id, title, sections, date, rule, bibliography, _license(root))]
