@@ -473,16 +473,18 @@ def test_the_commands_build_run_and_score(sample_build, tmp_path, capsys):
     _, _, _, root = sample_build
     common = ["--set", f"tables.root={root / 'tables'}", "--set", f"inspire.root={tmp_path / 'instances'}",
               "--set", "inspire.targets.start=2018-01-01", "--set", "inspire.targets.end=2018-12-31"]
-    assert main(["inspire", "build", *common, "--summary-json", str(tmp_path / "build.json")]) == 0
-    built = json.loads((tmp_path / "build.json").read_text())
+    # --summary-json into a folder that does not exist yet: made, like every command's summary file
+    assert main(["inspire", "build", *common, "--summary-json", str(tmp_path / "summaries" / "build.json")]) == 0
+    built = json.loads((tmp_path / "summaries" / "build.json").read_text())
     assert built["instances"] == len(json.loads((tmp_path / "instances" / "v1" / "manifest.json").read_text())["splits"]["eval"])
     assert main(["inspire", "run", *common, "--policy", "one-shot", "--backend", "bm25", "--run-id", "bm25",
                  "--out", str(tmp_path / "runs")]) == 0
     run = json.loads((tmp_path / "runs" / "bm25.run.json").read_text())
     assert len(run["episodes"]) == built["instances"] and run["policy"] == "one-shot"
     assert main(["inspire", "score", *common, "--runs", str(tmp_path / "runs"), "--run", "bm25",
-                 "--out", str(tmp_path / "scores")]) == 0
+                 "--out", str(tmp_path / "scores"), "--summary-json", str(tmp_path / "summaries" / "s" / "score.json")]) == 0
     assert "| bm25 |" in capsys.readouterr().out
+    assert "bm25" in json.dumps(json.loads((tmp_path / "summaries" / "s" / "score.json").read_text()))
     assert main(["inspire", "score", *common, "--runs", str(tmp_path / "runs"), "--run", "nope", "--out", str(tmp_path)]) == 2
     assert main(["inspire", "run", *common, "--policy", "agent", "--run-id", "x", "--out", str(tmp_path / "runs")]) == 2
 

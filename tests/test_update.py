@@ -13,6 +13,9 @@ import datetime as dt
 import gzip
 import json
 import shutil
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +25,7 @@ from conftest import REPO_ROOT, SAMPLE_TEI, _table_versions, sample_config
 from ratio_spark.core.config import Config, SplitRange, SplitsConfig, load_config
 from ratio_spark.core.schema import MOVES, SPLITS
 from ratio_spark.pipeline.stages import PIPELINE, STAGES
-from test_standalone import assert_same_tables, table_names, table_rows
+from test_standalone import assert_same_tables, release_manifest, table_names, table_rows
 
 BASE = ["P16-1001", "P16-1008", "P17-1001", "P17-1008"]
 NEW = ["P18-1001", "P18-1009"]
@@ -85,8 +88,7 @@ def test_an_update_gives_the_tables_of_a_full_rebuild(updated):
     assert "releases" in table_names(tables)
     shutil.copytree(tables, tables.parent / "compared", ignore=shutil.ignore_patterns("releases"))
     assert_same_tables(tables.parent / "compared", Path(updated.rebuilt.tables.root))
-    assert (Path(updated.config.release.root) / "manifest.json").read_text() == \
-        (Path(updated.rebuilt.release.root) / "manifest.json").read_text()
+    assert release_manifest(Path(updated.config.release.root)) == release_manifest(Path(updated.rebuilt.release.root))
     assert not (tables / "_update").exists()  # the staging tables are gone
 
 
@@ -264,3 +266,74 @@ def test_an_update_after_one_that_stopped_half_way_rebuilds_the_derived_tables(u
     assert summary["release"]["release"] == 2
     shutil.copytree(tmp_path / "tables", tmp_path / "compared", ignore=shutil.ignore_patterns("releases"))
     assert_same_tables(tmp_path / "compared", Path(updated.rebuilt.tables.root))
+
+
+# --- concurrent writers (issue 30): two updates at once, and evaluate reading while one commits ---
+
+
+def _update_process(inputs: Path, base: Path, tables: Path, release: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "ratio_spark.cli.main", "update", "--conf", str(REPO_ROOT / "conf" / "sample.yaml"),
+         "--set", f"inputs.0.path={base}", "--set", f"tables.root={tables}", "--set", f"release.root={release}",
+         "--set", "spark.conf.spark.driver.memory=2g", "--inputs", str(inputs)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _evaluate_once(tables: Path, results: Path) -> dict:
+    """``ratio-spark evaluate`` (BM25, the validation split: the base benchmark's 2017 papers, rebuilt by the
+    update) on the tables as they are now: the versions its manifest names, and the query ids its run holds."""
+    from ratio_spark.cli.main import main
+
+    assert main(["evaluate", "--set", f"tables.root={tables}", "--split", "validation", "--retrievers", "bm25-1",
+                 "--analyses", "none", "--results", str(results), "--no-progress"]) == 0
+    manifest = json.loads((results / "manifest.json").read_text())
+    entries = _delta_entries(manifest)
+    versions = {Path(e["location"]).name: e["version"] for e in entries}
+    ran = {line.split()[0] for path in (results / "runs" / "bm25-1").glob("*.trec") for line in path.read_text().splitlines()}
+    return {"versions": versions, "query_ids": ran}
+
+
+def _delta_entries(node) -> list[dict]:
+    if isinstance(node, dict):
+        found = [node] if node.get("kind") == "delta" else []
+        return found + [e for value in node.values() for e in _delta_entries(value)]
+    if isinstance(node, list):
+        return [e for value in node for e in _delta_entries(value)]
+    return []
+
+
+@pytest.mark.slow
+def test_two_updates_at_once_one_commits_one_stops_with_one_line_and_evaluate_reads_one_version(updated, tmp_path):
+    from deltalake import DeltaTable
+
+    tables, release = tmp_path / "tables", tmp_path / "release"
+    shutil.copytree(updated.before, tables)
+    base = Path(updated.config.inputs[0].path)
+    new = base.parent / "new"
+    lock = tables / "_update.lock"
+    first = _update_process(new, base, tables, release)
+    deadline = time.monotonic() + 300
+    while not (lock.exists() and lock.read_text().startswith("pid ")):  # the first holds the lock
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+        time.sleep(0.05)
+    second = _update_process(new, base, tables, release)
+    readings = []
+    while first.poll() is None or second.poll() is None:  # evaluate reads while the update commits
+        readings.append(_evaluate_once(tables, tmp_path / f"eval-{len(readings)}"))
+    readings.append(_evaluate_once(tables, tmp_path / f"eval-{len(readings)}"))
+    outcomes = sorted([(first.returncode, *first.communicate()), (second.returncode, *second.communicate())])
+    (won, _, _), (lost, _, stderr) = outcomes
+    assert (won, lost) == (0, 1), outcomes
+    assert "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1].startswith("ratio-spark update: error: another `ratio-spark update` is writing the tables at "), stderr
+    # The tables equal a single update's (a full rebuild over the same inputs, as the fixture's update gives).
+    shutil.copytree(tables, tmp_path / "compared", ignore=shutil.ignore_patterns("releases", "_update.lock"))
+    assert_same_tables(tmp_path / "compared", Path(updated.rebuilt.tables.root))
+    assert sorted(r["release"] for r in DeltaTable(str(tables / "releases")).to_pandas().to_dict("records")) == [0, 1]
+    # Each evaluation read one version of each table, the one its manifest names: its queries are that version's.
+    for reading in readings:
+        version = reading["versions"]["queries"]
+        at = DeltaTable(str(tables / "queries"), version=version).to_pandas()
+        assert reading["query_ids"] == set(at[at["split"] == "validation"]["query_id"]), version
+    seen = [r["versions"]["queries"] for r in readings]
+    assert seen[0] == _table_versions(updated.before)["queries"] and seen[-1] == _table_versions(tables)["queries"] > seen[0]

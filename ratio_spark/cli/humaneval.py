@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from ratio_spark.cli.common import comma_list
+from ratio_spark.cli.common import comma_list, port
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--study", required=True, help="the study file")
     add_config_args(p)
     p.add_argument("--host", help="default: humaneval.host (127.0.0.1; anything else exposes the app to the network)")
-    p.add_argument("--port", type=int, help="default: humaneval.port (8765); 0 takes a free port")
+    p.add_argument("--port", type=port, help="default: humaneval.port (8765); 0 takes a free port")
 
     p = sub.add_parser("report", help="the paper's Tables 2, 11, 12, agreement and a plot from a study")
     p.add_argument("--study", required=True)
@@ -68,25 +68,18 @@ def _settings(args):
 
 
 def _cmd_assign(args) -> int:
-    from pydantic import ValidationError
-
-    from ratio_spark.core.config import ConfigError, validation_message
-    from ratio_spark.evaluation.data import read_silver
+    from ratio_spark.cli.common import with_flags
+    from ratio_spark.evaluation.data import silver_verdicts
     from ratio_spark.humaneval.assign import (AssignError, build_study, load_inputs, read_annotators, read_run,
                                               read_subfields, write_links)
     from ratio_spark.humaneval.study import Study
 
-    config = _settings(args)
-    h = config.humaneval
-    updates = {k: v for k, v in {
+    config = with_flags(_settings(args), {f"humaneval.{k}": v for k, v in {
         "split": args.split, "queries": args.queries, "per_move": args.per_move, "seed": args.seed,
         "depth": args.depth, "assignment": args.assignment, "overlap": args.overlap,
         "moves": comma_list(args.moves) if args.moves else None,
-    }.items() if v is not None}
-    try:
-        h = type(h).model_validate({**h.model_dump(), **updates})
-    except ValidationError as exc:
-        raise ConfigError(validation_message(exc, "invalid humaneval settings", prefix="humaneval.")) from None
+    }.items()})
+    h = config.humaneval
     if len(args.system) != 2:
         raise AssignError(f"give exactly two --system NAME=RUN (got {len(args.system)})")
     runs = []
@@ -100,7 +93,7 @@ def _cmd_assign(args) -> int:
     pairs, pool = load_inputs(config.tables.location, h.split)
     accepted = None
     if h.queries == "silver":
-        silver = read_silver(config.tables.location("silver")).to_pylist()
+        silver = silver_verdicts(config.tables.location("silver")).to_pylist()
         accepted = {r["query_id"] for r in silver if r["accepted"] is True}
     new = build_study(
         pairs, pool, runs, read_annotators(args.annotators), split=h.split, moves=h.moves, per_move=h.per_move,
@@ -133,6 +126,7 @@ def _cmd_assign(args) -> int:
 
 
 def _cmd_serve(args) -> int:
+    from ratio_spark.core.web import bind_notice
     from ratio_spark.humaneval.app import serve
 
     h = _settings(args).humaneval
@@ -144,6 +138,7 @@ def _cmd_serve(args) -> int:
         print(f"serving {args.study} at {url}/", flush=True)
         print(f"personal links: {url}/t/<token>, tokens in {links}" if links.exists()
               else "personal links: <address>/t/<token> (the tokens were printed by `humaneval assign`)", flush=True)
+        print(f"  {bind_notice(host)}", flush=True)
         print("stop with Ctrl+C; every answer is saved when it is given", flush=True)
 
     import logging
@@ -175,10 +170,9 @@ def _cmd_export(args) -> int:
     from ratio_spark.humaneval.qrels import write_qrels
     from ratio_spark.humaneval.study import Study
 
-    counts = write_qrels(Study(args.study).frames(), args.out, args.aggregate)
-    print("== humaneval export ==")
-    for key, value in counts.items():
-        print(f"  {key:<32} {value}")
+    from ratio_spark.cli.common import print_summary
+
+    print_summary(write_qrels(Study(args.study).frames(), args.out, args.aggregate), "humaneval export")
     return 0
 
 

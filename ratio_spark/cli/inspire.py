@@ -9,9 +9,10 @@ plot). See docs/inspire.md.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
+
+from ratio_spark.cli.common import port
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,8 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("serve", help="serve search_papers / submit_answer over one instance version (FastAPI)")
     add_config_args(p)
     instances_arg(p)
-    p.add_argument("--backend", default="bm25", help="bm25 or dense:<model> (e.g. dense:minilm)")
-    p.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (0: a free one)")
+    p.add_argument("--backend", default="bm25", help="a retriever spec as in evaluate --retrievers (bm25, dense:minilm)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1; anything else exposes the service to the network)")
+    p.add_argument("--port", type=port, default=8765, help="port (0: a free one)")
     p.add_argument("--trajectories", required=True, help="folder for the trajectory files (<run_id>/<episode>.jsonl)")
 
     p = sub.add_parser("run", help="run a policy on every instance: the LLM agent or a one-shot baseline")
@@ -42,7 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     llm_args(p)
     p.add_argument("--policy", required=True, choices=["agent", "one-shot"],
                    help="agent: the LLM harness (inspire.agent.model); one-shot: search once with the brief, submit")
-    p.add_argument("--backend", default="bm25", help="search backend of the service it starts: bm25 or dense:<model>")
+    p.add_argument("--backend", default="bm25", help="search backend of the service it starts: a retriever spec as in "
+                   "evaluate --retrievers (bm25, dense:minilm)")
     p.add_argument("--run-id", required=True, help="name of the run (its trajectory folder)")
     p.add_argument("--out", required=True, help="runs folder: trajectories/<run-id>/ and <run-id>.run.json go here")
     p.add_argument("--service", help="URL of a running service instead of starting one (its trajectories stay there)")
@@ -79,7 +83,7 @@ def _service(config, folder: Path, backend: str, trajectories: Path):
 def _cmd_build(config, args) -> int:
     import contextlib
 
-    from ratio_spark.cli.common import llm_client, print_summary
+    from ratio_spark.cli.common import llm_client, print_summary, write_summary
     from ratio_spark.core.config import ConfigError
     from ratio_spark.inspire.build import build_instances
 
@@ -99,20 +103,22 @@ def _cmd_build(config, args) -> int:
     summary = {"stage": "inspire build", "instances": len(manifest["splits"]["eval"]),
                "folder": str(Path(ic.root) / ic.version), **manifest["counts"], "seconds": round(time.time() - started, 1)}
     print_summary(summary)
-    if args.summary_json:
-        Path(args.summary_json).write_text(json.dumps(summary, indent=2))
+    write_summary(args.summary_json, summary)
     return 0
 
 
 def _cmd_serve(config, args) -> int:
-    import uvicorn
-
+    from ratio_spark.core.web import bind_notice, serve
     from ratio_spark.inspire.service import create_app
 
     service = _service(config, _instances_folder(config, args), args.backend, Path(args.trajectories))
-    print(f"Inspire service: {len(service.instances.instances)} instances, backend {args.backend}, "
-          f"http://127.0.0.1:{args.port} (trajectories in {args.trajectories})", flush=True)
-    uvicorn.run(create_app(service), host="127.0.0.1", port=args.port, log_level="warning")
+
+    def ready(url: str) -> None:  # the port actually bound (--port 0 takes a free one)
+        print(f"Inspire service: {len(service.instances.instances)} instances, backend {args.backend}, "
+              f"{url} (trajectories in {args.trajectories})", flush=True)
+        print(f"  {bind_notice(args.host)}", flush=True)
+
+    serve(create_app(service), args.host, args.port, ready)
     return 0
 
 
@@ -188,8 +194,9 @@ def _cmd_score(config, args) -> int:
         runs[run_id] = folder
     summaries = write_reports(instances, runs, config.inspire.scoring, args.out, args.clean_only, args.max_instances)
     print((Path(args.out) / "results.md").read_text())
-    if args.summary_json:
-        Path(args.summary_json).write_text(json.dumps(summaries, indent=2))
+    from ratio_spark.cli.common import write_summary
+
+    write_summary(args.summary_json, summaries)
     return 0
 
 

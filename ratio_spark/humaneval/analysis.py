@@ -10,9 +10,10 @@ rule). A candidate marked useful is relevant. Per annotation (one assignment) an
   metrics).
 
 A query labelled twice scores the mean of its annotations; move and overall figures are means over queries.
-Each metric's difference (second system − first) is tested with a paired sign-flip permutation test over
-queries (``scipy.stats.permutation_test``; when 2^n is at most the number of permutations every sign vector
-is enumerated and the p-value is exact). Preferences, and Table 12's candidate counts, are pooled over
+Each metric's difference (second system − first) is tested with the evaluation's paired sign-flip permutation
+test over queries (``evaluation.significance.paired_permutation_test``, checked against
+``scipy.stats.permutation_test``; when 2^n is at most the number of permutations every sign vector is
+enumerated and the p-value is exact). Preferences, and Table 12's candidate counts, are pooled over
 annotations, as in the paper.
 """
 
@@ -26,6 +27,7 @@ import pandas as pd
 
 from ratio_spark.core.errors import UserError
 from ratio_spark.evaluation.metrics import first_relevant_rank
+from ratio_spark.evaluation.significance import paired_permutation_test
 
 METRICS = ("HR", "P", "MRR")  # Table 2
 BEYOND = ("HR", "MRR", "gold", "gold_useful", "beyond", "MRR_gold")  # Table 11
@@ -35,24 +37,6 @@ ALL = "all"
 
 class AnalysisError(UserError, ValueError):
     """A study that cannot be analysed (no complete assignment, inconsistent tables)."""
-
-
-def paired_permutation_test(first, second, *, permutations: int = 10_000, seed: int = 0) -> float:
-    """Two-sided p-value for ``mean(second - first) = 0``, flipping the sign of each paired difference."""
-    from scipy.stats import permutation_test
-
-    first, second = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
-    if len(first) != len(second):
-        raise ValueError("paired samples must have the same length")
-    if len(first) == 0:
-        return float("nan")
-    if len(first) == 1 or np.allclose(first, second):  # both sign vectors of one pair reach |d|; no difference
-        return 1.0
-    result = permutation_test(
-        (second, first), lambda b, a, axis: np.mean(b - a, axis=axis), permutation_type="samples",
-        vectorized=True, n_resamples=permutations, alternative="two-sided", rng=seed,
-    )
-    return float(result.pvalue)
 
 
 def _list_metrics(ranked: list[str], useful: set[str], gold: str, depth: int) -> dict:

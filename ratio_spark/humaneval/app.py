@@ -5,26 +5,28 @@ cookie and the browser lands on the first query not yet complete. Pages and the 
 cookie or ``Authorization: Bearer <token>``. No or a wrong token: 401; someone else's assignment: 403;
 the admin account sees progress only. Each click is one POST, saved in its own transaction before the
 answer returns. Tokens are compared in constant time (``Study.authenticate``) and never logged: the
-access log names the route template (``/t/{token}``), never the path.
+access log names the route template (``/t/{token}``), never the path. Requests follow the services' one
+policy (``core/web.py``): the token is checked before the body is read, bodies over 64 KB get 413, bodies
+are strict (``useful`` is JSON ``true`` or ``false``) and a refusal never echoes what was sent.
 """
 
 from __future__ import annotations
 
 import logging
-import socket
 import time
 from pathlib import Path
 from typing import Literal
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ratio_spark.humaneval.study import MAX_COMMENT_CHARS, Account, Study, StudyError
+from ratio_spark.core import web
+from ratio_spark.humaneval.study import MAX_COMMENT_CHARS, Account, Study, StudyBusy, StudyError
 
 HERE = Path(__file__).resolve().parent
 COOKIE = "humaneval_token"
@@ -49,26 +51,22 @@ SECURITY_HEADERS = {
 }
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class LabelIn(_Body):
+class LabelIn(web.StrictBody):
     candidate_id: str = Field(min_length=1, max_length=200)
     useful: bool
 
 
-class PreferenceIn(_Body):
+class PreferenceIn(web.StrictBody):
     preference: Literal["A", "B", "tie"]
 
 
-class CommentIn(_Body):
+class CommentIn(web.StrictBody):
     comment: str = Field(max_length=MAX_COMMENT_CHARS)
 
 
 def create_app(study_path: str | Path) -> FastAPI:
     study = Study(study_path)
-    app = FastAPI(title="ratio-spark human evaluation", docs_url=None, redoc_url=None, openapi_url=None)
+    app = web.policy_app(title="ratio-spark human evaluation", docs_url=None, redoc_url=None, openapi_url=None)
     templates = Jinja2Templates(directory=HERE / "templates")
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 
@@ -90,16 +88,23 @@ def create_app(study_path: str | Path) -> FastAPI:
         return templates.TemplateResponse(request, "error.html", {"status": exc.status_code, "message": exc.detail},
                                           status_code=exc.status_code)
 
+    @app.exception_handler(StudyBusy)
+    async def busy(request: Request, exc: StudyBusy):  # not the client's fault, and nothing was written
+        return await error_page(request, StarletteHTTPException(503, str(exc)))
+
     def account_of(request: Request) -> Account | None:
         header = request.headers.get("authorization", "")
         token = header[7:].strip() if header.lower().startswith("bearer ") else request.cookies.get(COOKIE)
         return study.authenticate(token)
 
-    def signed_in(request: Request) -> Account:
-        account = account_of(request)
-        if account is None:
+    def sign_in_first(request: Request) -> None:
+        """The guard of every route but the sign-in link: runs before the body is read."""
+        request.state.account = account_of(request)
+        if request.state.account is None:
             raise HTTPException(401, "Not signed in, or the token is wrong. Open your personal link again.")
-        return account
+
+    def signed_in(request: Request) -> Account:
+        return request.state.account
 
     def owned(request: Request, assignment_id: int) -> Account:
         account = signed_in(request)
@@ -113,6 +118,8 @@ def create_app(study_path: str | Path) -> FastAPI:
     def answer(change) -> dict:
         try:
             return change()
+        except StudyBusy:
+            raise
         except StudyError as exc:
             raise HTTPException(422, str(exc)) from None
 
@@ -129,7 +136,9 @@ def create_app(study_path: str | Path) -> FastAPI:
         response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
         return response
 
-    @app.get("/", response_class=HTMLResponse)
+    private = APIRouter(route_class=web.policy_route(sign_in_first))
+
+    @private.get("/", response_class=HTMLResponse)
     def start(request: Request):
         account = signed_in(request)
         if account.role == "admin":
@@ -137,7 +146,7 @@ def create_app(study_path: str | Path) -> FastAPI:
         pending = [a for a in study.assignments_of(account.name) if not a["complete"]]
         return RedirectResponse(f"/assignments/{pending[0]['assignment_id']}" if pending else "/done", status_code=303)
 
-    @app.get("/assignments/{assignment_id}", response_class=HTMLResponse)
+    @private.get("/assignments/{assignment_id}", response_class=HTMLResponse)
     def assignment_page(assignment_id: int, request: Request):
         account = owned(request, assignment_id)
         study.mark_opened(assignment_id)
@@ -153,7 +162,7 @@ def create_app(study_path: str | Path) -> FastAPI:
             "complete_count": sum(a["complete"] for a in mine),
         })
 
-    @app.get("/done", response_class=HTMLResponse)
+    @private.get("/done", response_class=HTMLResponse)
     def done_page(request: Request):
         account = signed_in(request)
         if account.role != "annotator":
@@ -162,57 +171,42 @@ def create_app(study_path: str | Path) -> FastAPI:
         return templates.TemplateResponse(request, "done.html", {
             "annotator": account.name, "assignments": mine, "complete_count": sum(a["complete"] for a in mine)})
 
-    @app.get("/admin", response_class=HTMLResponse)
+    @private.get("/admin", response_class=HTMLResponse)
     def admin_page(request: Request):
         if signed_in(request).role != "admin":
             raise HTTPException(403, "Progress is for the study's admin account.")
         return templates.TemplateResponse(request, "admin.html", {"progress": study.progress(), "meta": study.meta()})
 
-    @app.get("/api/progress")
+    @private.get("/api/progress")
     def progress(request: Request) -> list[dict]:
         if signed_in(request).role != "admin":
             raise HTTPException(403, "Progress is for the study's admin account.")
         return study.progress()
 
-    @app.get("/api/assignments/{assignment_id}")
+    @private.get("/api/assignments/{assignment_id}")
     def state(assignment_id: int, request: Request) -> dict:
         owned(request, assignment_id)
         return study.state(assignment_id)
 
-    @app.post("/api/assignments/{assignment_id}/labels")
+    @private.post("/api/assignments/{assignment_id}/labels")
     def label(assignment_id: int, body: LabelIn, request: Request) -> dict:
         owned(request, assignment_id)
         return answer(lambda: study.set_label(assignment_id, body.candidate_id, body.useful))
 
-    @app.post("/api/assignments/{assignment_id}/preference")
+    @private.post("/api/assignments/{assignment_id}/preference")
     def preference(assignment_id: int, body: PreferenceIn, request: Request) -> dict:
         owned(request, assignment_id)
         return answer(lambda: study.set_preference(assignment_id, body.preference))
 
-    @app.post("/api/assignments/{assignment_id}/comment")
+    @private.post("/api/assignments/{assignment_id}/comment")
     def comment(assignment_id: int, body: CommentIn, request: Request) -> dict:
         owned(request, assignment_id)
         return answer(lambda: study.set_comment(assignment_id, body.comment))
 
+    app.include_router(private)
     return app
 
 
 def serve(study_path: str | Path, host: str = "127.0.0.1", port: int = 8765, on_ready=print) -> None:
     """Serve the app until interrupted. ``port=0`` takes a free port; ``on_ready(url)`` learns the address."""
-    import uvicorn
-
-    app = create_app(study_path)
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-        sock.listen(128)  # from here on connections wait in the backlog until uvicorn accepts them
-    except OSError as exc:
-        sock.close()
-        raise StudyError(f"cannot listen on {host}:{port} ({exc.strerror}); choose another --port, or 0 for a free one") from None
-    bound = sock.getsockname()[1]
-    config = uvicorn.Config(app, access_log=False, log_level="warning", timeout_graceful_shutdown=2)
-    server = uvicorn.Server(config)
-    shown = f"[{host}]" if ":" in host else host
-    on_ready(f"http://{shown}:{bound}")
-    server.run(sockets=[sock])
+    web.serve(create_app(study_path), host, port, on_ready)

@@ -307,16 +307,12 @@ def build_study(
 
 def load_inputs(location, split: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The split's pairs and its pool's display texts from the Delta tables (``config.tables.location``)."""
-    from ratio_spark.core.delta import DeltaColumnsMissing, DeltaTableMissing, read_delta
+    from ratio_spark.evaluation.tables import read_table
     from ratio_spark.silver.pairs import load_pairs
 
     pairs = load_pairs(location, split)
-    try:
-        table = read_delta(location("candidates"), ["candidate_id", "text", "text_original", "paper_id"],
-                           [("split", "=", split)])
-    except (DeltaTableMissing, DeltaColumnsMissing) as exc:
-        raise AssignError(f"{exc}: run `ratio-spark pools` first") from None
-    pool = table.to_pandas()
+    pool = read_table(location("candidates"), "candidates", ["candidate_id", "text", "text_original", "paper_id"],
+                      [("split", "=", split)], error=AssignError).to_pandas()
     # What people read: the sentence as written (marker removed, case kept); the normalised text otherwise.
     original = pool["text_original"].fillna("")
     pool["text"] = original.where(original.str.strip() != "", pool["text"])

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ratio_spark.evaluation.reports import markdown_table
+from ratio_spark.evaluation.reports import frame_markdown
 from ratio_spark.humaneval.analysis import ALL, METRICS, Analysis
 
 NAMES = {"HR": "HR", "P": "P", "MRR": "MRR", "gold": "Gold", "gold_useful": "Gold useful", "beyond": "Beyond",
@@ -76,12 +76,12 @@ def table2_markdown(analysis: Analysis, table: pd.DataFrame) -> str:
         wide.loc[label, f"Pref. {first}"], wide.loc[label, f"Pref. {second}"] = _pair(
             prefs.loc[(move, first), "preferred"], prefs.loc[(move, second), "preferred"], fmt=lambda v: str(int(v)))
         wide.loc[label, "Tie"] = str(int(prefs.loc[(move, first), "tie"]))
-    return markdown_table(wide, bold_max=False)
+    return frame_markdown(wide, bold_max=False)
 
 
 def table11_markdown(analysis: Analysis, table: pd.DataFrame) -> str:
     wide = _wide(table, analysis, ["HR", "MRR", "gold", "gold_useful", "beyond", "MRR_gold"])
-    return markdown_table(wide, bold_max=False)
+    return frame_markdown(wide, bold_max=False)
 
 
 def table12_markdown(analysis: Analysis, table: pd.DataFrame) -> str:
@@ -96,7 +96,7 @@ def table12_markdown(analysis: Analysis, table: pd.DataFrame) -> str:
         rows["All" if move == ALL else move.capitalize()] = cells
     frame = pd.DataFrame.from_dict(rows, orient="index")
     frame.index.name = "move"
-    return markdown_table(frame, bold_max=False)
+    return frame_markdown(frame, bold_max=False)
 
 
 def plot(analysis: Analysis, table: pd.DataFrame, path: Path) -> None:
@@ -223,7 +223,7 @@ def write_report(analysis: Analysis, meta: dict, study_path: str | Path, out: st
         }).set_axis([("All" if m == ALL else m.capitalize()) for m in agreement["move"]])
         shown.index.name = "move"
         lines += ["Pairs of annotations of the same query: usefulness of each shared candidate and the list preferred "
-                  "(by system); % agreement and Cohen's kappa.", "", markdown_table(shown, bold_max=False)]
+                  "(by system); % agreement and Cohen's kappa.", "", frame_markdown(shown, bold_max=False)]
     lines += ["", "![HR, P and MRR per move](humaneval.png)", ""]
     (out / "report.md").write_text("\n".join(lines), encoding="utf-8")
     written["report.md"] = str(out / "report.md")

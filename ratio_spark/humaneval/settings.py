@@ -11,9 +11,8 @@ from typing import Literal
 
 from pydantic import Field
 
+from ratio_spark.core.schema import MoveName, SplitName
 from ratio_spark.core.strict import StrictModel
-from ratio_spark.evaluation.settings import MoveName
-
 
 
 class HumanEvalConfig(StrictModel):
@@ -24,7 +23,7 @@ class HumanEvalConfig(StrictModel):
     too, for inter-annotator agreement. ``depth``: candidates per list (the paper's top 10).
     """
 
-    split: Literal["train", "validation", "test"] = "test"
+    split: SplitName = "test"
     moves: list[MoveName] = Field(default_factory=lambda: ["address", "broaden", "specify"])
     queries: Literal["all", "silver"] = "all"  # silver: only queries the LLM judge accepted
     per_move: int = Field(default=40, ge=1)

@@ -28,6 +28,7 @@ from ratio_spark.core.errors import UserError
 SCHEMA_VERSION = "1"
 PREFERENCES = ("A", "B", "tie")
 MAX_COMMENT_CHARS = 5000
+SQLITE_MIN_INT, SQLITE_MAX_INT = -(2**63), 2**63 - 1
 
 _SCHEMA = """
 CREATE TABLE study (key TEXT PRIMARY KEY, value TEXT NOT NULL);            -- JSON values
@@ -62,6 +63,15 @@ class StudyError(UserError, ValueError):
     """A study file that cannot be created or opened, or an answer that does not fit the study."""
 
 
+class StudyBusy(StudyError):
+    """The study file stayed locked by other writers past the busy timeout (twice): the answer was not saved
+    and can be sent again (the app answers 503)."""
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
+
+
 def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
@@ -92,6 +102,8 @@ class StudyContent:
 class Study:
     """An open study file. Each method opens its own short connection, so one object serves many threads."""
 
+    BUSY_TIMEOUT_S = 30.0  # how long a connection waits for another writer's lock (then once more, then StudyBusy)
+
     def __init__(self, path: str | Path):
         self.path = Path(path)
         if not self.path.is_file():
@@ -105,7 +117,7 @@ class Study:
     @contextlib.contextmanager
     def _connect(self, write: bool = False) -> Iterator[sqlite3.Connection]:
         try:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            conn = sqlite3.connect(self.path, timeout=self.BUSY_TIMEOUT_S, isolation_level=None)
         except sqlite3.Error as exc:
             raise StudyError(f"cannot open the study {self.path}: {exc}") from None
         conn.row_factory = sqlite3.Row
@@ -113,7 +125,12 @@ class Study:
             conn.execute("PRAGMA foreign_keys = ON")
             conn.execute("PRAGMA synchronous = FULL")
             if write:
-                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as exc:  # the busy timeout ran out: wait once more
+                    if not _busy(exc):
+                        raise
+                    conn.execute("BEGIN IMMEDIATE")
                 try:
                     yield conn
                 except BaseException:
@@ -123,6 +140,9 @@ class Study:
             else:
                 yield conn
         except sqlite3.DatabaseError as exc:
+            if _busy(exc):
+                raise StudyBusy(f"the study is busy with other answers (waited {2 * self.BUSY_TIMEOUT_S:.0f} s): this "
+                                "answer was not saved, send it again") from None
             raise StudyError(f"the study {self.path} cannot be read or written: {exc}") from None
         finally:
             conn.close()
@@ -195,6 +215,10 @@ class Study:
         return [dict(row) for row in rows]
 
     def owner(self, assignment_id: int) -> str | None:
+        """The annotator of an assignment; None when there is none (an id outside SQLite's 64-bit integers
+        cannot name one, and would overflow the query)."""
+        if not SQLITE_MIN_INT <= assignment_id <= SQLITE_MAX_INT:
+            return None
         with self._connect() as conn:
             row = conn.execute("SELECT annotator FROM assignments WHERE assignment_id = ?", (assignment_id,)).fetchone()
         return row["annotator"] if row else None

@@ -83,12 +83,15 @@ def one_shot(service: ServiceClient, instance_id: str, run_id: str, k: int, poli
 
 
 def _tools_for_turn(tools: list[dict], exposed: list[str], constrain: bool) -> list[dict]:
-    """The tools as sent this turn; with ``constrain`` the submission may only name ids seen so far."""
-    if not constrain or not exposed:
-        return tools
+    """The tools as sent this turn; with ``constrain`` the submission may only name ids seen so far.
+
+    Length bounds (``maxLength``) stay with the service, which enforces them: a server that turns the schema
+    into a grammar (llama.cpp) expands ``maxLength: 4000`` into a rule per character and fails to parse it."""
     out = json.loads(json.dumps(tools))
     for tool in out:
-        if tool["function"]["name"] == "submit_answer":
+        for prop in tool["function"]["parameters"].get("properties", {}).values():
+            prop.pop("maxLength", None)
+        if constrain and exposed and tool["function"]["name"] == "submit_answer":
             tool["function"]["parameters"]["properties"]["paper_ids"]["items"]["enum"] = sorted(set(exposed))
     return out
 
@@ -123,14 +126,14 @@ def _assistant_message(result, role: str) -> dict:
 def agent_episode(service: ServiceClient, client, model: str, instance_id: str, run_id: str,
                   settings: AgentConfig) -> EpisodeRecord:
     """One episode of the LLM agent (see the module doc)."""
-    from ratio_spark.lexicon.curation.llm import load_prompt
+    from ratio_spark.core.prompts import read_prompt
     from ratio_spark.llm import ToolChatRequest
 
     started = time.time()
     episode = service.start(instance_id, run_id)
     eid = episode["episode_id"]
     record = EpisodeRecord(run_id, instance_id, eid, f"agent:{model}", "running")
-    messages = load_prompt(AGENT_PROMPT, PROMPTS_DIR).render(
+    messages = read_prompt(PROMPTS_DIR / AGENT_PROMPT).render(
         brief=episode["brief"], cutoff=episode["cutoff"], budget=str(episode["search_budget"]),
         max_submission=str(episode["max_submission"]))
     exposed: list[str] = []

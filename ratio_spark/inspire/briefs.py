@@ -37,10 +37,10 @@ def extractive_brief(abstract_sentences: list[str], config: BriefConfig) -> str 
 
 
 def brief_requests(targets, config: BriefConfig):
-    from ratio_spark.lexicon.curation.llm import load_prompt
+    from ratio_spark.core.prompts import read_prompt
     from ratio_spark.llm import ChatRequest
 
-    prompt = load_prompt(BRIEF_PROMPT, PROMPTS_DIR)
+    prompt = read_prompt(PROMPTS_DIR / BRIEF_PROMPT)
     return [
         ChatRequest(f"brief:{t.paper_id}", prompt.render(title=t.title or "", abstract=t.abstract[: config.max_abstract_chars]),
                     BRIEF_SCHEMA, max_tokens=config.max_tokens)

@@ -30,7 +30,8 @@ import pyarrow.parquet as pq
 
 from ratio_spark.core.config import Config
 from ratio_spark.inspire import briefs, grading
-from ratio_spark.inspire.data import Paper, papers_from_rows, read_rows, table_version
+from ratio_spark.evaluation.tables import table_version
+from ratio_spark.inspire.data import Paper, papers_from_rows, read_rows
 from ratio_spark.inspire.manifest import code_commit, now_utc, sha256_bytes, sha256_file, sha256_json, write_json
 
 REFERENCE_COLUMNS = ["paper_id", "entry_idx", "entry_id", "resolved_paper_id", "resolved_pub_date",

@@ -7,19 +7,13 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from ratio_spark.core.delta import DeltaColumnsMissing, delta_version, read_delta
-from ratio_spark.pipeline.contracts import run_first
+from ratio_spark.evaluation.tables import read_table
 
 
 def read_rows(location: str, name: str, columns: list[str], paper_ids: list[str] | None = None) -> pa.Table:
     """The table's ``columns`` (only the rows of ``paper_ids`` when given), as an Arrow table; a missing table
-    or column is a one-line error naming the stage that writes it (``core.delta``, the one reader)."""
-    hint = f"run {run_first(name)} first"
-    try:
-        return read_delta(location, columns, [("paper_id", "in", paper_ids)] if paper_ids is not None else None,
-                          missing_hint=hint)
-    except DeltaColumnsMissing as err:
-        raise DeltaColumnsMissing(f"{err}: rerun {run_first(name)}") from None
+    or column is a one-line error naming the stage that writes it (``evaluation.tables.read_table``)."""
+    return read_table(location, name, columns, [("paper_id", "in", paper_ids)] if paper_ids is not None else None)
 
 
 @dataclass(frozen=True)
@@ -45,5 +39,3 @@ def papers_from_rows(rows: pa.Table, max_body_chars: int = 0) -> list[Paper]:
     return sorted(out, key=lambda p: p.paper_id)
 
 
-def table_version(location: str, name: str) -> int:
-    return delta_version(location, missing_hint=f"run {run_first(name)} first")

@@ -73,10 +73,10 @@ def grade_by_rule(cited: list[CitedPaper], config: GradingConfig) -> None:
 
 def grading_requests(target, cited: list[CitedPaper], papers: dict, contexts: dict[str, str]):
     """One ChatRequest per cited paper: target title and abstract, cited title and abstract, citing sentences."""
-    from ratio_spark.lexicon.curation.llm import load_prompt
+    from ratio_spark.core.prompts import read_prompt
     from ratio_spark.llm import ChatRequest
 
-    prompt = load_prompt(GRADE_PROMPT, PROMPTS_DIR)
+    prompt = read_prompt(PROMPTS_DIR / GRADE_PROMPT)
     requests = []
     for paper in cited:
         source = papers.get(paper.paper_id)

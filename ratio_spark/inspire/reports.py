@@ -12,6 +12,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
+from ratio_spark.core.markdown import markdown_table
 from ratio_spark.inspire.instances import InstanceSet
 from ratio_spark.inspire.manifest import code_commit, now_utc, sha256_file, write_json
 from ratio_spark.inspire.scoring import aggregate, check_nesting, episode_metrics, read_run
@@ -23,6 +24,7 @@ TABLE2 = [("ndcg", "nDCG@10"), ("recall", "Recall@10"), ("mrr", "MRR"), ("any_hi
 TABLE3 = [("g_exposed", "G_exposed"), ("g_selected", "G_selected"), ("ndcg", "G_final"), ("gain_kept", "gain kept"),
           ("rank_quality", "rank quality"), ("zero_exposure", "no relevant item exposed"),
           ("duplicate_queries", "duplicate queries"), ("malformed_calls", "malformed calls")]
+COUNT_KEYS = ("expected", "attempted", "completed", "submitted", "scored")
 
 
 def score_runs(instances: InstanceSet, runs: dict[str, Path], config: ScoringConfig, only_clean: bool = False,
@@ -61,9 +63,8 @@ def _fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def _table(summaries: dict[str, dict], columns: list[tuple[str, str]]) -> list[str]:
-    lines = ["| run | " + " | ".join(label for _, label in columns) + " |",
-             "|---|" + "---|" * len(columns)]
+def _table(summaries: dict[str, dict], columns: list[tuple[str, str]]) -> str:
+    rows = []
     for name, s in summaries.items():
         cells = []
         for key, _ in columns:
@@ -71,8 +72,8 @@ def _table(summaries: dict[str, dict], columns: list[tuple[str, str]]) -> list[s
             if key == "ndcg" and columns is TABLE2:
                 cell += f" [{_fmt(s['ndcg_low'])}, {_fmt(s['ndcg_high'])}]"
             cells.append(cell)
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return lines
+        rows.append([name, *cells])
+    return markdown_table(["run", *(label for _, label in columns)], rows)
 
 
 def paired_rows(per_run: dict[str, list[dict]], config: ScoringConfig) -> list[dict]:
@@ -130,15 +131,14 @@ def write_reports(instances: InstanceSet, runs: dict[str, Path], config: Scoring
         f", the first {max_instances} of the manifest" if max_instances else "")
     lines = [f"# Inspire results: {instances.manifest['version']} ({len(next(iter(per_run.values()), []))} targets, {view})",
              "", "## End to end (failure as zero; nDCG@10 with a 95% target-bootstrap interval)", "",
-             *_table(summaries, TABLE2), "", "## Funnel: exposure, selection, ranking", "", *_table(summaries, TABLE3), "",
-             "## Counts", "", "| run | expected | attempted | completed | submitted | scored |", "|---|---|---|---|---|---|",
-             *[f"| {n} | {s['expected']} | {s['attempted']} | {s['completed']} | {s['submitted']} | {s['scored']} |"
-               for n, s in summaries.items()]]
+             _table(summaries, TABLE2), "", "## Funnel: exposure, selection, ranking", "", _table(summaries, TABLE3), "",
+             "## Counts", "", markdown_table(["run", *COUNT_KEYS], [[n, *(s[k] for k in COUNT_KEYS)]
+                                                                    for n, s in summaries.items()])]
     if paired:
         lines += ["", "## Paired differences against the first run (target bootstrap)", "",
-                  "| run | metric | difference | interval |", "|---|---|---|---|",
-                  *[f"| {p['run']} − {p['baseline']} | {p['metric']} | {p['difference']:+.3f} | [{p['low']:+.3f}, {p['high']:+.3f}] |"
-                    for p in paired]]
+                  markdown_table(["run", "metric", "difference", "interval"],
+                                 [[f"{p['run']} − {p['baseline']}", p["metric"], f"{p['difference']:+.3f}",
+                                   f"[{p['low']:+.3f}, {p['high']:+.3f}]"] for p in paired])]
     (out / "results.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     funnel_plot(summaries, out / "funnel.png")
     write_json(out / "manifest.json", {

@@ -4,7 +4,8 @@ The corpus (``corpus.parquet`` of an instance version) is indexed once; every se
 corpus, then sets every paper published on or after the episode's cutoff, and the hidden target, to
 minus infinity *before* the top-k cut, so no ranking can reach them; the result is checked against the
 gate once more before it leaves. Backends reuse the evaluation retrievers: BM25 (bm25s, the analyser of
-``ratio_spark.evaluation.retrieval``) and dense (sentence-transformers, cached embeddings). Exact scoring
+``ratio_spark.evaluation.retrieval``), dense (sentence-transformers, cached embeddings) or any other retriever of
+the evaluation registry, by the same spec as ``ratio-spark evaluate --retrievers``. Exact scoring
 of every paper per query suits corpora of up to a few hundred thousand papers.
 """
 
@@ -64,51 +65,33 @@ class SearchCorpus:
 
 class Backend(Protocol):
     name: str
+    positive_only: bool  # a score of 0 or less means no match (BM25), not a result
 
     def scores(self, query: str) -> np.ndarray: ...  # one score per corpus paper, higher is better
 
 
-class BM25Backend:
-    """bm25s over the indexed fields; papers sharing no term with the query are not results."""
+class RetrieverBackend:
+    """Any retriever of the evaluation registry, indexed over the corpus: every search scores every paper."""
 
-    positive_only = True
-
-    def __init__(self, corpus: SearchCorpus, fields: list[str]):
-        from ratio_spark.evaluation.retrieval.bm25 import BM25Retriever
-
-        self.name = "bm25"
-        self._retriever = BM25Retriever(ngram=1, progress=False)
-        self._retriever.index(corpus.pool(fields))
+    def __init__(self, retriever):
+        self.name = retriever.name
+        self.positive_only = retriever.positive_only
+        self._retriever = retriever
 
     def scores(self, query: str) -> np.ndarray:
-        return np.asarray(self._retriever.scores(query), dtype=np.float64)
-
-
-class DenseBackend:
-    """A sentence-transformers model (alias, folder or name); cosine over normalised embeddings."""
-
-    positive_only = False
-
-    def __init__(self, corpus: SearchCorpus, fields: list[str], model: str, prefix: str = "none"):
-        from ratio_spark.evaluation.retrieval.dense import DenseRetriever
-
-        self.name = f"dense:{model}"
-        self._retriever = DenseRetriever(model, prefix=prefix, progress=False)
-        self._embeddings = self._retriever.embed_pool(corpus.pool(fields))
-        self._query_prefix = self._retriever.prefixes("address")[0]  # the query side; moves play no part here
-
-    def scores(self, query: str) -> np.ndarray:
-        vector = self._retriever.encode([query], self._query_prefix)[0]
-        return self._embeddings @ vector
+        return np.asarray(self._retriever.score_pool(query), dtype=np.float64)
 
 
 def make_backend(spec: str, corpus: SearchCorpus, fields: list[str], dense_prefix: str = "none") -> Backend:
-    """``bm25`` or ``dense:<model>`` (a model alias such as ``minilm``, a folder, or a name)."""
-    if spec == "bm25":
-        return BM25Backend(corpus, fields)
-    if spec.startswith("dense:") and spec[len("dense:"):]:
-        return DenseBackend(corpus, fields, spec[len("dense:"):], dense_prefix)
-    raise ValueError(f"unknown search backend {spec!r}: use bm25 or dense:<model> (e.g. dense:minilm)")
+    """A retriever spec of the evaluation registry (``evaluation.retrieval.registry``, the grammar of ``evaluate
+    --retrievers``: bm25-1 or bm25, dense:<model>[:<prefix>], ...) over the corpus's ``fields``;
+    ``dense_prefix`` when a dense spec names no prefix mode."""
+    from ratio_spark.evaluation.retrieval.registry import build_retriever
+    from ratio_spark.evaluation.settings import DenseSettings, EvaluationConfig
+
+    retriever = build_retriever(spec, EvaluationConfig(progress=False, dense=DenseSettings(prefix=dense_prefix)))
+    retriever.index(corpus.pool(fields))
+    return RetrieverBackend(retriever)
 
 
 class DateGatedSearch:

@@ -13,6 +13,11 @@ run_id}, ``POST /episodes/{id}/search_papers`` {query, limit}, ``POST /episodes/
 {paper_ids}, ``POST /episodes/{id}/call`` {name, arguments: object or the raw JSON string a model
 wrote; a null name logs a turn in which the model called no tool}, ``POST /episodes/{id}/finish`` {reason} (the policy stopped without submitting), ``GET
 /episodes/{id}`` (status and remaining budget only).
+
+Requests follow the services' one policy (``core/web.py``): bodies over 64 KB get 413, strict bodies, a
+one-line 422 that never echoes the input. A body refused on an episode's tool route (a list as ``name``,
+arguments nested too deep) is also logged in the episode as a malformed call, like the tool-level errors.
+Run ids are safe folder names (``RUN_ID_PATTERN``: no ``..``); queries have at most ``MAX_QUERY_CHARS``.
 """
 
 from __future__ import annotations
@@ -25,8 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import Field
 
+from ratio_spark.core import web
+from ratio_spark.core.web import ServiceThread  # noqa: F401  (the CLI and tests serve the app with it)
 from ratio_spark.inspire.instances import Instance, InstanceSet
 from ratio_spark.inspire.manifest import sha256_json
 from ratio_spark.inspire.search import DateGatedSearch
@@ -34,6 +41,11 @@ from ratio_spark.inspire.settings import ScoringConfig, SearchConfig
 
 RUNNING, SUBMITTED, EMPTY, NO_SUBMISSION = "running", "submitted", "empty_submission", "no_submission"
 MALFORMED_KINDS = ("malformed_arguments", "invalid_arguments", "unknown_tool", "no_tool_call")
+# A run id names a folder of the trajectories: letters, digits, '.', '_', ':', '-', not starting with a dot
+# (so never '..' or '.', and no hidden folder).
+RUN_ID_PATTERN = r"[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,99}"
+MAX_QUERY_CHARS = 4000  # an extractive brief (an abstract's opening) is well under it
+TOOL_ROUTES = {"call": None, "search_papers": "search_papers", "submit_answer": "submit_answer"}
 
 
 def tool_schemas(search: SearchConfig, max_submission: int) -> list[dict]:
@@ -44,7 +56,7 @@ def tool_schemas(search: SearchConfig, max_submission: int) -> list[dict]:
             "description": "Search titles and abstracts of papers published before the cutoff. Returns paper ids, "
                            "titles, years and abstract snippets.",
             "parameters": {"type": "object", "properties": {
-                "query": {"type": "string", "minLength": 1, "description": "search query"},
+                "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "description": "search query"},
                 "limit": {"type": "integer", "minimum": 1, "maximum": search.max_limit,
                           "description": f"number of results (default {search.default_limit})"},
             }, "required": ["query"]},
@@ -113,11 +125,13 @@ class InspireService:
 
     def start(self, instance_id: str, run_id: str) -> dict:
         """A new episode (an existing one with the same run and instance is replaced: a rerun)."""
-        if not re.fullmatch(r"[A-Za-z0-9._:-]{1,100}", run_id):
-            raise ValueError("run_id must be 1-100 letters, digits, '.', '_', ':' or '-'")
+        if not re.fullmatch(RUN_ID_PATTERN, run_id):
+            raise ValueError("run_id must be 1-100 letters, digits, '.', '_', ':' or '-', not starting with '.'")
         instance = self.instances.get(instance_id)
         episode_id = f"{run_id}.{instance_id}"
         folder = self.trajectories / run_id
+        if folder.resolve().parent != self.trajectories.resolve():  # belt and braces: never outside the folder
+            raise ValueError(f"run_id {run_id!r} does not name a folder inside the trajectories folder")
         folder.mkdir(parents=True, exist_ok=True)
         log_path = folder / f"{episode_id}.jsonl"
         log_path.write_text("")
@@ -159,7 +173,7 @@ class InspireService:
             if name is None:  # the model answered in text: logged with what it wrote
                 return self._error(episode, None, "no_tool_call", "answer with a call to search_papers or submit_answer",
                                    raw=arguments)
-            if name not in self._validators:
+            if not isinstance(name, str) or name not in self._validators:
                 return self._error(episode, name, "unknown_tool", f"no tool {name!r}; use search_papers or submit_answer",
                                    raw=arguments)
             if isinstance(arguments, str) or arguments is None:
@@ -170,11 +184,19 @@ class InspireService:
                                        raw=arguments)
             errors = sorted(self._validators[name].iter_errors(arguments), key=lambda e: list(e.path))
             if errors:
-                where = "/".join(str(p) for p in errors[0].path) or "arguments"
-                return self._error(episode, name, "invalid_arguments", f"{where}: {errors[0].message}"[:300], raw=arguments)
+                return self._error(episode, name, "invalid_arguments", schema_error_line(errors[0]), raw=arguments)
             if name == "search_papers":
                 return self._search(episode, arguments["query"], int(arguments.get("limit") or self.settings.default_limit))
             return self._submit(episode, arguments["paper_ids"])
+
+    def refuse(self, episode: Episode, tool: Any, line: str) -> None:
+        """A request body the HTTP layer refused on a tool route (answered 422): a malformed call of the
+        episode, counted and logged like the tool-level errors."""
+        with episode.lock:
+            if episode.status == RUNNING:
+                episode.calls += 1
+                kind = "unknown_tool" if line.startswith("body.name") else "malformed_arguments"
+                self._error(episode, tool, kind, line)
 
     def _error(self, episode: Episode, name: Any, kind: str, detail: str, raw: Any = None, count: bool = True) -> dict:
         if count:
@@ -224,31 +246,51 @@ class InspireService:
                 "status": episode.status, "remaining_searches": self.settings.budget - episode.searches}
 
 
-class StartBody(BaseModel):
-    instance_id: str
-    run_id: str = "default"
+def schema_error_line(error) -> str:
+    """One line for a jsonschema error; a value over a length limit is measured, not echoed."""
+    where = "/".join(str(p) for p in error.path) or "arguments"
+    if error.validator in ("maxLength", "minLength", "maxItems") and isinstance(error.instance, (str, list)):
+        bound = "at most" if error.validator.startswith("max") else "at least"
+        unit = "characters" if isinstance(error.instance, str) else "items"
+        return f"{where}: {bound} {error.validator_value} {unit} (got {len(error.instance)})"
+    return f"{where}: {error.message}"[:300]
 
 
-class CallBody(BaseModel):
-    name: Any = None
-    arguments: Any = None  # an object, or the raw JSON text a model wrote
+class StartBody(web.StrictBody):
+    instance_id: str = Field(max_length=200)
+    run_id: str = Field("default", pattern=f"^{RUN_ID_PATTERN}$")
 
 
-class FinishBody(BaseModel):
+class CallBody(web.StrictBody):
+    name: str | None = None  # None: the model answered in text, no tool call
+    arguments: dict[str, Any] | str | None = None  # an object, or the raw JSON text a model wrote
+
+
+class FinishBody(web.StrictBody):
     reason: str = "stopped"
 
 
 def create_app(service: InspireService):
     """The FastAPI routes over an InspireService."""
-    from fastapi import Body, FastAPI, HTTPException
+    from fastapi import APIRouter, Body, HTTPException, Request
 
-    app = FastAPI(title="Inspire search service", description=__doc__)
+    def refused(request: Request, line: str) -> None:
+        episode = getattr(request.state, "episode", None)
+        route = getattr(request.scope.get("route"), "path", "").rsplit("/", 1)[-1]
+        if episode is not None and route in TOOL_ROUTES:
+            service.refuse(episode, TOOL_ROUTES[route] or "(refused request)", line)
 
-    def episode_or_404(episode_id: str) -> Episode:
+    app = web.policy_app(on_refused=refused, title="Inspire search service", description=__doc__)
+
+    def episode_first(request: Request) -> None:
+        """The guard of the episode routes: the episode in the path exists, before the body is read."""
+        episode_id = request.path_params["episode_id"]
         try:
-            return service.episode(episode_id)
+            request.state.episode = service.episode(episode_id)
         except KeyError:
-            raise HTTPException(404, f"unknown episode {episode_id!r}") from None
+            raise HTTPException(404, f"unknown episode {episode_id[:200]!r}") from None
+
+    episodes = APIRouter(route_class=web.policy_route(episode_first))  # below, the guard found the episode
 
     @app.get("/health")
     def health() -> dict:
@@ -265,56 +307,25 @@ def create_app(service: InspireService):
         except ValueError as exc:
             raise HTTPException(400, str(exc)) from None
 
-    @app.get("/episodes/{episode_id}")
+    @episodes.get("/episodes/{episode_id}")
     def state(episode_id: str) -> dict:
-        return service.state(episode_or_404(episode_id))
+        return service.state(service.episode(episode_id))
 
-    @app.post("/episodes/{episode_id}/call")
+    @episodes.post("/episodes/{episode_id}/call")
     def call(episode_id: str, body: CallBody) -> dict:
-        return service.call(episode_or_404(episode_id), body.name, body.arguments)
+        return service.call(service.episode(episode_id), body.name, body.arguments)
 
-    @app.post("/episodes/{episode_id}/search_papers")
+    @episodes.post("/episodes/{episode_id}/search_papers")
     def search_papers(episode_id: str, arguments: dict = Body(...)) -> dict:
-        return service.call(episode_or_404(episode_id), "search_papers", arguments)
+        return service.call(service.episode(episode_id), "search_papers", arguments)
 
-    @app.post("/episodes/{episode_id}/submit_answer")
+    @episodes.post("/episodes/{episode_id}/submit_answer")
     def submit_answer(episode_id: str, arguments: dict = Body(...)) -> dict:
-        return service.call(episode_or_404(episode_id), "submit_answer", arguments)
+        return service.call(service.episode(episode_id), "submit_answer", arguments)
 
-    @app.post("/episodes/{episode_id}/finish")
+    @episodes.post("/episodes/{episode_id}/finish")
     def finish(episode_id: str, body: FinishBody) -> dict:
-        return service.finish(episode_or_404(episode_id), body.reason)
+        return service.finish(service.episode(episode_id), body.reason)
 
+    app.include_router(episodes)
     return app
-
-
-class ServiceThread:
-    """The app served by uvicorn on 127.0.0.1 in a background thread (a free port unless given);
-    a context manager: ``with ServiceThread(app) as url: ...``."""
-
-    def __init__(self, app, port: int = 0, host: str = "127.0.0.1"):
-        import uvicorn
-
-        from ratio_spark.llm.local_server import free_port
-
-        self.port = port or free_port(host)
-        self.host = host
-        self.server = uvicorn.Server(uvicorn.Config(app, host=host, port=self.port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, name="inspire-service", daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
-
-    def __enter__(self) -> str:
-        self.thread.start()
-        deadline = time.monotonic() + 30
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError(f"the Inspire service did not start on {self.url}")
-            time.sleep(0.05)
-        return self.url
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)

@@ -11,6 +11,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from ratio_spark.core.schema import PrefixMode
 from ratio_spark.core.strict import RegexPattern, StrictModel
 
 
@@ -135,7 +136,14 @@ class SearchConfig(StrictModel):
     default_limit: int = Field(10, ge=1)
     max_limit: int = Field(20, ge=1)
     snippet_chars: int = Field(600, ge=0)  # abstract characters returned per result
-    dense_prefix: Literal["none", "generic", "recommended"] = "none"
+    dense_prefix: PrefixMode = "none"  # not instructions: a search has no move to instruct
+
+    @field_validator("dense_prefix")
+    @classmethod
+    def _no_move_here(cls, value: str) -> str:
+        if value == "instructions":
+            raise ValueError("the search service has no move to instruct: use none, generic or recommended")
+        return value
 
 
 class AgentConfig(StrictModel):
