@@ -8,6 +8,14 @@ Python workers, the Spark NLP pipeline):
 plus the real job (run_ingest + run_segment, writing the Delta tables).
 
     python benchmarks/ingest_segment_throughput.py --corpus ../shared/corpora/acl-emnlp-2014-2018-grobid-tei.tar.gz
+
+With ``--papers`` (a papers table), only the segment stage's work, per engine and per core: the papers cached
+in memory, then ``segment_papers`` (explode the paragraphs, mask, split, restore, normalise, the ids) computed
+column by column into a ``noop`` sink, each engine in turn, ``--repeats`` times interleaved, on ``--master``
+(``local[1]``: one core); wall and CPU seconds (the process tree's). Also the explode alone, and with
+``--split-alone`` each engine's split without the normalisation.
+
+    python benchmarks/ingest_segment_throughput.py --papers /work/data/acl/tables/papers --master 'local[1]'
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from pyspark.sql import functions as F
 
 from ratio_spark.core.config import load_config
 from ratio_spark.pipeline.ingest import ingest
-from ratio_spark.pipeline.segment import explode_paragraphs, segment_papers
+from ratio_spark.pipeline.segment import explode_paragraphs, segment_papers, split_sentences
 from ratio_spark.pipeline.session import build_spark_session
 from ratio_spark.pipeline.stages import run_ingest, run_segment
 
@@ -53,13 +61,89 @@ def timed(label, action, results):
     return value
 
 
+def tree_cpu_seconds() -> float:
+    """CPU seconds of this process and all its descendants (the JVM, the Python workers), reaped ones included:
+    on a shared machine the CPU an action took says more than its wall time."""
+    import psutil
+
+    total = 0.0
+    me = psutil.Process()
+    for process in [me, *me.children(recursive=True)]:
+        try:
+            t = process.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def noop(frame) -> None:
+    frame.write.format("noop").mode("overwrite").save()
+
+
+def segment_rates(args) -> None:
+    """The segment stage's work alone, per engine, interleaved repeats (see the module docstring)."""
+    import statistics
+
+    cores = int(args.master.split("[")[1].rstrip("]"))
+    config = load_config(REPO / "conf/acl.yaml", [f"spark.master={args.master}"])
+    spark = build_spark_session(config.spark, spark_nlp=True)
+    papers = spark.read.format("delta").load(args.papers).select("paper_id", "pub_date", "sections")
+    if args.fraction < 1:
+        papers = papers.sample(fraction=args.fraction, seed=0)
+    papers = papers.cache()
+    n_papers = papers.count()
+    engines = args.engines.split(",")
+    configs = {e: config.segment.model_copy(update={"engine": e}) for e in engines}
+    n_sentences = {e: segment_papers(papers, configs[e]).count() for e in engines}  # also the warm-up
+    n_paragraphs = explode_paragraphs(papers).count()
+    runs: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
+    for repeat in range(args.repeats):
+        timings = {"explode": lambda: noop(explode_paragraphs(papers))}
+        for e in engines:
+            if args.split_alone:
+                timings[f"{e}_split"] = lambda e=e: noop(split_sentences(explode_paragraphs(papers), configs[e]))
+            timings[f"{e}_segment"] = lambda e=e: noop(segment_papers(papers, configs[e]))
+        for label, action in timings.items():
+            started, cpu_started = time.perf_counter(), tree_cpu_seconds()
+            action()
+            runs.setdefault(label, []).append(round(time.perf_counter() - started, 2))
+            cpu.setdefault(label, []).append(round(tree_cpu_seconds() - cpu_started, 2))
+        print(f"repeat {repeat + 1}: " + ", ".join(f"{k} {v[-1]} s ({cpu[k][-1]} CPU s)" for k, v in runs.items())
+              + f"; load {os.getloadavg()[0]:.2f}", flush=True)
+    results = {"papers_table": args.papers, "fraction": args.fraction, "master": args.master, "cores": cores, "papers": n_papers,
+               "paragraphs": n_paragraphs, "sentences": n_sentences, "runs": runs,
+               "median_seconds": {k: statistics.median(v) for k, v in runs.items()},
+               "cpu_seconds": cpu, "median_cpu_seconds": {k: statistics.median(v) for k, v in cpu.items()},
+               "load_average_end": os.getloadavg()}
+    results["sentences_per_second_per_core"] = {
+        label: round(n_sentences[label.rsplit("_", 1)[0]] / seconds / cores)
+        for label, seconds in results["median_seconds"].items() if label != "explode"}
+    results["sentences_per_cpu_second"] = {
+        label: round(n_sentences[label.rsplit("_", 1)[0]] / seconds)
+        for label, seconds in results["median_cpu_seconds"].items() if label != "explode"}
+    spark.stop()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(results, indent=2))
+    print(json.dumps(results, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", default=str(REPO.parent / "shared/corpora/acl-emnlp-2014-2018-grobid-tei.tar.gz"))
     parser.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "ratio-spark-bench"))
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--out", default=str(REPO / "benchmarks/results/ingest_segment_throughput.json"))
+    parser.add_argument("--papers", help="a papers table: time only the segment stage's work, per engine (see above)")
+    parser.add_argument("--engines", default="rules,sparknlp", help="with --papers: the segment.engine values")
+    parser.add_argument("--repeats", type=int, default=3, help="with --papers: interleaved repeats")
+    parser.add_argument("--split-alone", action="store_true", help="with --papers: also time each split without normalisation")
+    parser.add_argument("--fraction", type=float, default=1.0, help="with --papers: a sample of the papers (seed 0)")
     args = parser.parse_args()
+    if args.papers:
+        segment_rates(args)
+        return
 
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -68,7 +152,7 @@ def main() -> None:
         REPO / "conf/acl.yaml",
         [f"spark.master={args.master}", f"inputs.0.path={corpus}", f"tables.root={workdir / 'tables'}"],
     )
-    spark = build_spark_session(config.spark)
+    spark = build_spark_session(config.spark, spark_nlp=config.segment.engine == "sparknlp")
     results: dict = {}
     # Warm the JVM and the OS page cache so the first timing is not charged for them.
     spark.read.format("binaryFile").option("recursiveFileLookup", "true").load(str(corpus)).agg(F.sum("length")).collect()

@@ -3,7 +3,7 @@
 The baseline is ours, written to be what a careful single-node implementation of our mining rules looks like
 (the paper's stage 1 is pandas + multiprocessing): read the sentences with pyarrow, form consecutive pairs in
 pandas (shift within a paragraph), keep the pairs whose second sentence opens with a marker (the same opening
-regex as the Spark stage's pre-filter), cut them with the project's ``PairCutter`` / ``cut_pair`` in a pool of
+regex as the Spark stage's pre-filter), cut them with the project's ``PairCutter`` and the same rules in plain Python (``PythonRules``) in a pool of
 worker processes, de-duplicate on (query, gold) keeping the smallest pair id, and write the mined pairs and the
 drops as Parquet. It must give the same ``mined_pairs`` rows and the same drops by reason as ``ratio-spark mine``;
 ``bench`` checks that on every run and fails otherwise.
@@ -27,6 +27,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -102,23 +103,121 @@ def _pattern_lexicon(workdir: Path, folder: Path) -> None:
 # the pandas + multiprocessing baseline
 # ------------------------------------------------------------------------------------------------
 
-_CUTTER = None
+_SPACES, _SEPARATORS, _TAIL = re.compile(r"\s*"), re.compile(r"[\s,]+"), re.compile(r"\s*,?\s*")
+
+
+class PythonRules:
+    """The rules of ``ratio-spark mine`` for one pair, in plain Python: the same ``PairCutter`` (the automaton) and
+    the same patterns (``cut_patterns(..., engine="python")``, the configured citation families), applied row by
+    row with ``re``, as a single-node implementation would. ``mine`` runs rules 2-4 as Spark SQL expressions;
+    ``bench`` checks on every run that both give the same rows."""
+
+    def __init__(self, lexicon: str):
+        import re
+
+        from ratio_spark.core.config import MiningConfig
+        from ratio_spark.lexicon.loader import load_lexicon
+        from ratio_spark.lexicon.matcher import cut_patterns
+        from ratio_spark.pipeline.mine import citation_patterns, pair_cutter  # the one configuration -> rules mapping
+
+        config = MiningConfig(lexicon=lexicon)
+        lexicon_ = load_lexicon(lexicon)
+        self.cutter = pair_cutter(lexicon_, config)
+        self.min_chars = config.min_chars
+        patterns = cut_patterns(lexicon_, config.query_opening_clause_words, engine="python")
+        compiled = lambda p: re.compile(p) if p else None
+        self.list_prefix, self.ordinal = re.compile(patterns.list_prefix), compiled(patterns.ordinal)
+        self.openings = [p for p in (compiled(patterns.ordinal_comma), compiled(patterns.opening_clause)) if p]
+        self.leading_list = re.compile(patterns.leading_list, re.IGNORECASE)
+        self.citations = [(reason, re.compile(p)) for reason, p in citation_patterns(config).items()]
+
+    def strip_gold(self, text: str) -> str:
+        for _ in range(2):
+            before = text
+            text = self.list_prefix.sub("", text, count=1)
+            found = self.ordinal.match(text) if self.ordinal else None
+            if found and found.end() < len(text):
+                text = text[found.end():]
+            if text == before:
+                break
+        return text.strip()
+
+    def strip_query(self, text: str) -> str:
+        found = self.cutter.match(text)
+        if found and found.rest_start < len(text):
+            return text[found.rest_start:].strip()
+        for opening in self.openings:
+            cut = opening.match(text)
+            if cut and cut.end() < len(text):
+                return text[cut.end():].strip()
+        return text
+
+    def cut_original(self, original: str | None, prefix: str) -> str | None:
+        """The original text without the words of the normalised ``prefix`` (case-insensitive, separated by
+        spaces or commas, after an optional list marker, one comma after them), or None where they do not align."""
+        if original is None:
+            return None
+        words = prefix.replace(",", " ").split()
+        if not words:
+            return original.strip()
+        lead = self.leading_list.match(original)
+        for start in (lead.end(), 0) if lead else (0,):
+            pos = _SPACES.match(original, start).end()
+            for index, word in enumerate(words):
+                separator = _SEPARATORS.match(original, pos) if index else None
+                if index and separator is None:
+                    break
+                pos = separator.end() if separator else pos
+                if original[pos:pos + len(word)].lower() != word:
+                    break
+                pos += len(word)
+            else:
+                return original[_TAIL.match(original, pos).end():].strip()
+        return None
+
+    def cut(self, query_norm, query_original, query_flag, second_norm, second_original, second_flag) -> list | None:
+        """One pair -> the values of ``ROLE_COLUMNS``, or None when no marker opens the second sentence."""
+        from ratio_spark.core.schema import Reason
+
+        second = second_norm or ""
+        found = self.cutter.match(second)
+        if found is None:
+            return None
+        marker = found.marker
+        gold = self.strip_gold(second[found.rest_start:])
+        removed_from_second = second[: len(second) - len(gold)] if second.endswith(gold) else second[: found.rest_start]
+        query_norm = query_norm or ""
+        query = self.strip_query(query_norm)
+        removed_from_query = query_norm[: len(query_norm) - len(query)] if query_norm.endswith(query) else ""
+        texts = (query, gold) if marker.is_move else (gold,)
+        drop = None
+        if second_flag is not None or (marker.is_move and query_flag is not None):
+            drop = Reason.MALFORMED_SENTENCE
+        elif citation := next((reason for reason, p in self.citations if any(p.search(t) for t in texts)), None):
+            drop = citation
+        elif marker.is_move and len(query) < self.min_chars:
+            drop = Reason.SHORT_QUERY
+        elif len(gold) < self.min_chars:
+            drop = Reason.SHORT_GOLD
+        query_cut_original = self.cut_original(query_original, removed_from_query)
+        return [marker.role, marker.label if marker.is_move else None, None if marker.is_move else marker.label,
+                found.text, marker.text, marker.source, query,
+                query_cut_original if query_cut_original is not None else query_original,
+                gold, self.cut_original(second_original, removed_from_second), drop]
+
+
+_RULES: PythonRules | None = None
+PAIR_INPUTS = ("query_norm", "query_original", "query_flag", "second_norm", "second_original", "second_flag")
 
 
 def _init_worker(lexicon: str) -> None:
-    global _CUTTER
-    from ratio_spark.core.config import MiningConfig
-    from ratio_spark.lexicon.loader import load_lexicon
-    from ratio_spark.pipeline.mine import pair_cutter  # the rules' one configuration -> PairCutter mapping
-
-    _CUTTER = pair_cutter(load_lexicon(lexicon), MiningConfig(lexicon=lexicon))
+    global _RULES
+    _RULES = PythonRules(lexicon)
 
 
 def _cut_chunk(chunk: pd.DataFrame) -> list:
-    from ratio_spark.pipeline.mine import _PAIR_INPUTS, cut_pair
-
     empty = [None] * len(ROLE_COLUMNS)
-    return [cut_pair(_CUTTER, *values) or empty for values in zip(*(chunk[c].tolist() for c in _PAIR_INPUTS))]
+    return [_RULES.cut(*values) or empty for values in zip(*(chunk[c].tolist() for c in PAIR_INPUTS))]
 
 
 def baseline(sentences: str, lexicon: str, processes: int, out: Path) -> dict:
@@ -153,7 +252,7 @@ def baseline(sentences: str, lexicon: str, processes: int, out: Path) -> dict:
     examined = len(pairs)
     lap("read, sort and pair")
     _init_worker(lexicon)
-    opening = re.compile(_CUTTER.opening_regex())
+    opening = re.compile(_RULES.cutter.opening_regex())
     candidates = pairs[[bool(opening.match(s)) if isinstance(s, str) else False for s in pairs["second_norm"]]]
     candidates = candidates.reset_index(drop=True)
     lap("pre-filter")
@@ -196,7 +295,7 @@ def baseline(sentences: str, lexicon: str, processes: int, out: Path) -> dict:
 
 def floor(sentences: str, conf: str, settings: list[str], out: Path) -> int:
     """What every ``ratio-spark`` Spark command does before and after its own work, and nothing else: start the
-    session the configuration describes (Delta Lake, Spark NLP), read the sentences table, count its rows and
+    session the configuration describes (with the jars ``mine`` needs: Delta Lake only), read the sentences table, count its rows and
     write that count as a one-row Delta table. No Spark command can take less time than this one."""
     from ratio_spark.core.config import load_config
     from ratio_spark.pipeline.session import build_spark_session
@@ -313,6 +412,18 @@ def bench(args) -> None:
     print(json.dumps(results, indent=2))
 
 
+MINE_TABLES = ("mined_pairs", "drops", "stats_mining", "stats_drops")
+
+
+def compare(before: Path, after: Path) -> int:
+    """The tables ``ratio-spark mine`` writes, of two table roots (e.g. main's code and this code), row for row
+    (``pools_speed.compare``: multisets of rows; the mine rows of ``drops`` and ``stats_drops``); 1 when any differs."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from pools_speed import compare as compare_tables
+
+    return compare_tables(before, after, MINE_TABLES, stage="mine")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -340,7 +451,12 @@ def main() -> None:
     c.add_argument("--set", action="append", default=[], help="extra --set for `ratio-spark mine`")
     c.add_argument("--append", action="store_true", help="add to the results file instead of replacing it")
     c.add_argument("--out", default=str(REPO / "benchmarks/results/mining_vs_pandas.json"))
+    m = commands.add_parser("compare", help="the tables mine writes, of two table roots, row for row (exit 1: they differ)")
+    m.add_argument("before")
+    m.add_argument("after")
     args = parser.parse_args()
+    if args.command == "compare":
+        raise SystemExit(compare(Path(args.before), Path(args.after)))
     if args.command == "prepare":
         prepare(args.sentences, Path(args.workdir), [int(s) for s in args.scales.split(",")])
     elif args.command == "floor":

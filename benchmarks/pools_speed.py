@@ -34,19 +34,20 @@ TABLES = ("queries", "candidates", "stats_split_sizes", "stats_marker_matches", 
           "drops", "stats_drops")
 
 
-def _rows(location: Path, table: str) -> Counter:
+def _rows(location: Path, table: str, stage: str) -> Counter:
     from ratio_spark.core.delta import read_delta
 
-    filters = [("stage", "=", "pools")] if table in ("drops", "stats_drops") else None
+    filters = [("stage", "=", stage)] if table in ("drops", "stats_drops") else None
     rows = read_delta(location / table, filters=filters).to_pylist()
     return Counter(json.dumps(row, sort_keys=True, default=str) for row in rows)
 
 
-def compare(before: Path, after: Path) -> int:
-    """Print, per table, the rows of each root and how many differ; 1 when any table differs."""
+def compare(before: Path, after: Path, tables: tuple[str, ...] = TABLES, stage: str = "pools") -> int:
+    """Print, per table, the rows of each root and how many differ; 1 when any table differs. ``drops`` and
+    ``stats_drops`` count only the rows of ``stage`` (``benchmarks/mining_vs_pandas.py compare`` uses it for mine)."""
     differs = False
-    for table in TABLES:
-        a, b = _rows(before, table), _rows(after, table)
+    for table in tables:
+        a, b = _rows(before, table, stage), _rows(after, table, stage)
         only_before, only_after = a - b, b - a
         same = not only_before and not only_after
         differs |= not same

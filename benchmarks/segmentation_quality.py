@@ -1,23 +1,28 @@
-"""Segmentation quality: re-split ScisummNet's reference sentences and score the sentence boundaries.
+"""Segmentation quality and speed: re-split ScisummNet's reference sentences and score the sentence boundaries.
 
 ScisummNet (2019) ships 978 ACL papers already split into sentences
 (``<PAPER><ABSTRACT|SECTION><S sid=...>``). For every section (and the abstract) the reference
-sentences are joined with single spaces into one text; that text is split again by our segmenter
-(``ratio_spark.pipeline.segment.split_sentences``: masking + Spark NLP's SentenceDetector, all in the JVM)
-under several ``SegmentConfig`` variants, by Spark NLP's SentenceDetector alone with its defaults,
-and by pysbd. A boundary is the character offset where a sentence ends in the joined text (the end
-of the text itself is not counted: every segmenter finds it). Predicted and reference boundaries
-are compared per section and micro-averaged into precision, recall and F1.
+sentences are joined with single spaces into one text; that text is split again by each segmenter:
+the pipeline's engines (``ratio_spark.pipeline.segment.split_sentences``: ``rules``, the default, and
+``sparknlp``) under several ``SegmentConfig`` variants, Spark NLP's SentenceDetector alone with its
+defaults, and nupunkt, BlingFire and pysbd, the first two also on the text our masking left (the
+``sparknlp`` engine's JVM masking). A boundary is the character offset where a sentence ends in the joined
+text (the end of the text itself is not counted: every segmenter finds it). Predicted and reference
+boundaries are compared per section and micro-averaged into precision, recall and F1.
 
 The reference is itself an automatic segmentation with systematic errors (see NEVER_FINAL), so
 each segmenter also gets a "corrected" score against the reference without those boundaries.
 
+Speed: reference sentences per second on one core. The Spark segmenters run on ``--master`` (default
+``local[1]``, one core) over the cached texts, timed as one Spark action that computes every output column
+(a ``noop`` write), after a warm-up; the Python segmenters run in this process.
+
 The papers are split by id into a tuning half and a test half (``paper_half``: the parity of the id's
 SHA-256): settings are chosen on the tuning half and reported on the test half.
 
-    .venv/bin/python benchmarks/segmentation_quality.py --half tuning   # 475 papers, every segmenter
-    .venv/bin/python benchmarks/segmentation_quality.py --half test --variants ours spark_nlp_defaults pysbd
-    .venv/bin/python benchmarks/segmentation_quality.py --limit 50 --variants ours spark_nlp_defaults
+    .venv/bin/python benchmarks/segmentation_quality.py --half test --variants ENGINES   # the engines table
+    .venv/bin/python benchmarks/segmentation_quality.py --half tuning   # every variant and segmenter
+    .venv/bin/python benchmarks/segmentation_quality.py --limit 50 --variants ours sparknlp
 
 Results go to ``--out`` as JSON and Markdown (default ``results/segmentation_quality.{json,md}``).
 docs/segmentation.md has the figures and the remaining errors.
@@ -29,6 +34,7 @@ import argparse
 import hashlib
 import html
 import json
+import os
 import random
 import re
 import tarfile
@@ -52,22 +58,32 @@ NEVER_FINAL = re.compile(
 )
 ET_AL = re.compile(r"\bet al\.$")
 
-# Our segmenter under several settings, each a set of overrides of the SegmentConfig defaults
-# ("ours" is the defaults themselves: what the pipeline runs).
+# The pipeline's segmenter under several settings, each a set of overrides of the SegmentConfig defaults
+# ("ours" is the defaults themselves: what the pipeline runs, engine rules; "sparknlp" the other engine).
 VARIANTS: dict[str, dict] = {
     "ours": {},
+    "sparknlp": {"engine": "sparknlp"},
     "no_abbreviation_list": {"abbreviations": []},
     "no_et_al_protection": {"protect_et_al": False},
-    "with_spark_nlp_abbreviations": {"use_abbreviations": True},
-    "no_keep_semicolons": {"keep_semicolons": False},
-    "with_detect_lists": {"detect_lists": True},
-    "no_custom_bounds": {"custom_bounds": []},
+    "sparknlp_no_abbreviation_list": {"engine": "sparknlp", "abbreviations": []},
+    "sparknlp_no_et_al_protection": {"engine": "sparknlp", "protect_et_al": False},
+    "sparknlp_with_spark_nlp_abbreviations": {"engine": "sparknlp", "use_abbreviations": True},
+    "sparknlp_no_keep_semicolons": {"engine": "sparknlp", "keep_semicolons": False},
+    "sparknlp_with_detect_lists": {"engine": "sparknlp", "detect_lists": True},
+    "sparknlp_no_custom_bounds": {"engine": "sparknlp", "custom_bounds": []},
 }
 # Spark NLP's SentenceDetector with its own defaults, on the unmasked text.
 SPARK_NLP_DEFAULTS = {
-    "abbreviations": [], "protect_et_al": False, "use_abbreviations": True, "detect_lists": True, "custom_bounds": [],
+    "engine": "sparknlp", "abbreviations": [], "protect_et_al": False, "use_abbreviations": True,
+    "detect_lists": True, "custom_bounds": [],
 }
-BASELINES = ["spark_nlp_defaults", "pysbd"]
+# Segmenters from PyPI, one Python process: out of the box, and "_masked" on the text the sparknlp engine's
+# masking leaves (its JVM regexes: abbreviations, et al., runs of periods, periods before , ; : a lowercase
+# word or a closer; each mask one character, so offsets hold).
+PYTHON_SEGMENTERS = ["nupunkt", "nupunkt_masked", "blingfire", "blingfire_masked", "pysbd"]
+BASELINES = ["spark_nlp_defaults", *PYTHON_SEGMENTERS]
+# `--variants ENGINES`: the side-by-side table of docs/segmentation.md.
+ENGINES = ["ours", "sparknlp", "spark_nlp_defaults", *PYTHON_SEGMENTERS]
 
 
 @dataclass
@@ -193,14 +209,15 @@ def score(predicted: dict[str, set[int]], reference: dict[str, set[int]]) -> dic
 
 def spark_segment(spark, sections: list[Section], config: SegmentConfig, mask: bool = True) -> dict:
     """Split every section in Spark: split_sentences (``mask=False``: the SentenceDetector alone on
-    the raw text). Also counts sentences that still hold the mask character or are not exactly
+    the raw text). Timed as one action over the cached texts that computes every column (a noop write);
+    then collected for scoring. Also counts sentences that still hold a mask character or are not exactly
     their span of the input (a period not restored, a wrong offset)."""
     from pyspark.sql import functions as F
 
-    from ratio_spark.pipeline.segment import MASK, sentence_pipeline, split_sentences
+    from ratio_spark.pipeline.segment import sentence_pipeline, split_sentences
 
-    frame = spark.createDataFrame([(s.key, s.text) for s in sections], "key string, section_text string")
-    started = time.perf_counter()
+    frame = spark.createDataFrame([(s.key, s.text) for s in sections], "key string, section_text string").cache()
+    frame.count()
     if mask:
         sentences = split_sentences(frame, config, "section_text")
     else:
@@ -214,15 +231,19 @@ def spark_segment(spark, sections: list[Section], config: SegmentConfig, mask: b
             .select("key", F.col("a.begin").alias("char_start"), (F.col("a.end") + 1).alias("char_end"),
                     F.col("a.result").alias("text"))
         )
-    rows = sentences.select("key", "char_start", "char_end", "text").collect()
+    sentences = sentences.select("key", "char_start", "char_end", "text")
+    started = time.perf_counter()
+    sentences.write.format("noop").mode("overwrite").save()
     seconds = time.perf_counter() - started
+    rows = sentences.collect()
+    frame.unpersist()
 
     texts = {s.key: s.text for s in sections}
     spans: dict[str, list[tuple[int, int]]] = {}
     with_mask = not_verbatim = 0
     for row in rows:
         spans.setdefault(row.key, []).append((row.char_start, row.char_end))
-        with_mask += MASK in row.text
+        with_mask += any(ch in row.text for ch in PRIVATE_OR_CONTROL)
         not_verbatim += row.text != texts[row.key][row.char_start:row.char_end]
     return {
         "predicted": {key: boundaries_from_spans(texts[key], s) for key, s in spans.items()},
@@ -231,18 +252,50 @@ def spark_segment(spark, sections: list[Section], config: SegmentConfig, mask: b
     }
 
 
-def pysbd_segment(sections: list[Section]) -> dict:
-    """Split every section with pysbd (clean=False), locating each sentence in the text in order."""
-    import pysbd
+PRIVATE_OR_CONTROL = "\ue000\ue001" + "".join(chr(c) for c in range(1, 9))  # the masks of both engines
 
-    segmenter = pysbd.Segmenter(language="en", clean=False)
+
+def masked_texts(spark, sections: list[Section]) -> list[str]:
+    """Each section's text as the sparknlp engine's masking leaves it (same length: one mask per character)."""
+    from pyspark.sql import functions as F
+
+    from ratio_spark.pipeline.segment import mask_abbreviation_periods
+
+    frame = spark.createDataFrame([(i, s.text) for i, s in enumerate(sections)], "i int, text string")
+    rows = frame.select("i", mask_abbreviation_periods(F.col("text"), SegmentConfig()).alias("masked")).collect()
+    masked = dict(rows)
+    return [masked[i] for i in range(len(sections))]
+
+
+def python_splitter(name: str):
+    """A function text -> sentences of the PyPI segmenter ``name`` (without "_masked")."""
+    if name == "pysbd":
+        import pysbd
+
+        return pysbd.Segmenter(language="en", clean=False).segment
+    if name == "nupunkt":
+        import nupunkt
+
+        return nupunkt.sent_tokenize
+    if name == "blingfire":
+        import blingfire
+
+        return lambda text: blingfire.text_to_sentences(text).split("\n")
+    raise ValueError(name)
+
+
+def python_segment(name: str, sections: list[Section], texts: list[str] | None = None) -> dict:
+    """Split every section with a PyPI segmenter (one process), locating each returned sentence in the text in
+    order; ``texts``: what to split instead of the sections' own texts (the masked ones, same offsets)."""
+    split = python_splitter(name)
+    texts = texts or [s.text for s in sections]
     predicted, n_sentences, unaligned = {}, 0, 0
     started = time.perf_counter()
-    for section in sections:
+    for section, text in zip(sections, texts):
         spans, offset = [], 0
-        for sentence in segmenter.segment(section.text):
+        for sentence in split(text):
             sentence = sentence.strip()
-            start = section.text.find(sentence, offset)
+            start = text.find(sentence, offset)
             if not sentence or start < 0:
                 unaligned += bool(sentence)
                 continue
@@ -280,36 +333,47 @@ def evaluate(run: dict, sections: list[Section], n_errors: int) -> dict:
 
 
 def run_benchmark(
-    spark, sections: list[Section], variants: list[str] | None = None, n_errors: int = 20,
+    spark, sections: list[Section], variants: list[str] | None = None, n_errors: int = 20, cores: int = 1,
 ) -> dict:
-    """Score our segmenter's variants and the baselines on ``sections``: {name: result}."""
+    """Score the segmenters ``variants`` on ``sections``: {name: result}; ``cores``: the Spark master's."""
     names = list(VARIANTS) + BASELINES if variants is None else variants
-    results = {}
+    reference_sentences = sum(s.n_sentences for s in sections)
+    results, masked = {}, None
     if spark is not None:
-        # Warm the JVM side (annotator classes, code generation) so the first runtime is comparable.
-        spark_segment(spark, sections[:5], SegmentConfig())
+        # Warm the JVM side (annotator classes, code generation, the Python workers) so the first runtime is comparable.
+        for engine in {VARIANTS[n].get("engine", "rules") for n in names if n in VARIANTS} | {"rules"}:
+            spark_segment(spark, sections[:5], SegmentConfig(engine=engine))
     for name in names:
-        if name == "pysbd":
-            run = pysbd_segment(sections)
+        if name in PYTHON_SEGMENTERS:
+            if name.endswith("_masked") and masked is None:
+                masked = masked_texts(spark, sections)
+            run = python_segment(name.removesuffix("_masked"), sections, masked if name.endswith("_masked") else None)
+            run["cores"] = 1
         elif name == "spark_nlp_defaults":
             run = spark_segment(spark, sections, SegmentConfig(**SPARK_NLP_DEFAULTS), mask=False)
+            run["cores"] = cores
         else:
-            config = SegmentConfig(**{**SegmentConfig().model_dump(), **VARIANTS[name]})
-            run = spark_segment(spark, sections, config)
+            run = spark_segment(spark, sections, SegmentConfig(**VARIANTS[name]))
             run["overrides"] = VARIANTS[name]
+            run["cores"] = cores
+        run["sentences_per_second_per_core"] = reference_sentences / run["seconds"] / run["cores"]
         results[name] = evaluate(run, sections, n_errors)
+        print(f"{name}: F1 {results[name]['f1']:.4f}, corrected {results[name]['corrected']['f1']:.4f}, "
+              f"{run['sentences_per_second_per_core']:,.0f} sentences/s per core", flush=True)
     return results
 
 
 def markdown_table(results: dict) -> str:
     lines = [
-        "| segmenter | precision | recall | F1 | F1, corrected reference | missed | spurious | sentences | seconds |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| segmenter | precision | recall | F1 | F1, corrected reference | missed | spurious | sentences | seconds "
+        "| sentences/s per core |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in results.items():
         lines.append(
             f"| {name} | {r['precision']:.4f} | {r['recall']:.4f} | {r['f1']:.4f} | {r['corrected']['f1']:.4f} "
-            f"| {r['fn']} | {r['fp']} | {r['sentences']} | {r['seconds']:.1f} |"
+            f"| {r['fn']} | {r['fp']} | {r['sentences']} | {r['seconds']:.1f} "
+            f"| {r['sentences_per_second_per_core']:,.0f} |"
         )
     return "\n".join(lines)
 
@@ -321,8 +385,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="the papers of one half (tuning: choose settings; test: report them)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N papers (by id) of the half")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="results path; .json and .md are written")
-    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS) + BASELINES, help="default: all")
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS) + BASELINES + ["ENGINES"],
+                        help="default: all; ENGINES: " + " ".join(ENGINES))
+    parser.add_argument("--master", default="local[1]", help="the Spark master (local[1]: speed per core)")
     args = parser.parse_args(argv)
+    if args.variants and "ENGINES" in args.variants:
+        args.variants = list(dict.fromkeys(v for name in args.variants for v in (ENGINES if name == "ENGINES" else [name])))
 
     from ratio_spark.core.config import load_config
     from ratio_spark.pipeline.session import build_spark_session
@@ -336,12 +404,16 @@ def main(argv: list[str] | None = None) -> None:
     }
     print(", ".join(f"{k}: {v}" for k, v in summary.items()))
 
-    spark_config = load_config(None, ["spark.conf.spark.ui.showConsoleProgress=false"]).spark
-    needs_spark = args.variants is None or set(args.variants) - {"pysbd"}
-    spark = build_spark_session(spark_config) if needs_spark else None
+    spark_config = load_config(None, ["spark.conf.spark.ui.showConsoleProgress=false", f"spark.master={args.master}"]).spark
+    needs_spark = args.variants is None or set(args.variants) - {"pysbd", "nupunkt", "blingfire"}
+    spark = build_spark_session(spark_config, spark_nlp=True) if needs_spark else None  # both engines
     summary["spark_master"] = spark_config.master
     summary["segment_config"] = SegmentConfig().model_dump()
-    summary["results"] = run_benchmark(spark, sections, args.variants)
+    cores = int(args.master.split("[")[1].rstrip("]")) if args.master.startswith("local[") and "*" not in args.master else 1
+    summary["cores"] = cores
+    summary["load_average"] = os.getloadavg()
+    summary["results"] = run_benchmark(spark, sections, args.variants, cores=cores)
+    summary["load_average_after"] = os.getloadavg()
     if spark is not None:
         spark.stop()
 

@@ -40,7 +40,8 @@ def pytest_collection_modifyitems(config, items):
 def spark():
     from ratio_spark.pipeline.session import build_spark_session
 
-    session = build_spark_session(load_config(None, ["spark.conf.spark.sql.shuffle.partitions=4"]).spark)
+    # With the Spark NLP jars: the tests run both segment engines (segment.engine: rules, sparknlp) in it.
+    session = build_spark_session(load_config(None, ["spark.conf.spark.sql.shuffle.partitions=4"]).spark, spark_nlp=True)
     yield session
     session.stop()
 

@@ -19,15 +19,18 @@ sq = sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sq)
 
 SEGMENTATION_DOC = Path(__file__).resolve().parents[1] / "docs" / "segmentation.md"
-GUARD_LINE = re.compile(r"\*\*Regression figure\.\*\*[^*]*\*\*F1 = (\d\.\d+)\*\*")
+# One regression figure per engine: "**Regression figure, engine rules.** ... **F1 = 0.9897**".
+GUARD_LINE = r"\*\*Regression figure, engine {engine}\.\*\*[^*]*\*\*F1 = (\d\.\d+)\*\*"
 TOLERANCE = 0.01
+ENGINES = ["rules", "sparknlp"]
 
 
-def documented_f1_20_papers() -> float:
-    """The F1 docs/segmentation.md states for the default SegmentConfig on the first 20 papers: the one figure
-    the regression guard below compares with."""
-    found = GUARD_LINE.findall(SEGMENTATION_DOC.read_text())
-    assert len(found) == 1, f"docs/segmentation.md must state its Regression figure once as {GUARD_LINE.pattern!r}"
+def documented_f1_20_papers(engine: str) -> float:
+    """The F1 docs/segmentation.md states for the default SegmentConfig with ``engine`` on the first 20 papers: the
+    one figure the regression guard below compares with."""
+    pattern = GUARD_LINE.format(engine=engine)
+    found = re.findall(pattern, SEGMENTATION_DOC.read_text())
+    assert len(found) == 1, f"docs/segmentation.md must state its Regression figure once as {pattern!r}"
     return float(found[0])
 
 
@@ -81,19 +84,21 @@ def sections():
     return sections
 
 
-def test_segmenter_quality_on_20_real_papers(spark, sections):
-    run = sq.spark_segment(spark, sections, SegmentConfig())
+@pytest.mark.parametrize("engine", ENGINES)
+def test_segmenter_quality_on_20_real_papers(spark, sections, engine):
+    run = sq.spark_segment(spark, sections, SegmentConfig(engine=engine))
     f1 = sq.score(run["predicted"], {s.key: s.boundaries for s in sections})["f1"]
-    documented = documented_f1_20_papers()
+    documented = documented_f1_20_papers(engine)
     assert abs(f1 - documented) <= TOLERANCE, (
-        f"boundary F1 on the first 20 papers is {f1:.4f}, docs/segmentation.md says {documented:.4f}: "
-        "a regression, or an improvement to measure and document")
+        f"boundary F1 of engine {engine} on the first 20 papers is {f1:.4f}, docs/segmentation.md says "
+        f"{documented:.4f}: a regression, or an improvement to measure and document")
     # Every masked period is restored and every sentence is exactly its span of the input.
     assert run["sentences_with_mask"] == 0
     assert run["sentences_not_verbatim"] == 0
 
 
-def test_masking_restores_every_period(spark):
+@pytest.mark.parametrize("engine", ENGINES)
+def test_masking_restores_every_period(spark, engine):
     from ratio_spark.pipeline.segment import split_sentences
 
     text = (
@@ -102,7 +107,7 @@ def test_masking_restores_every_period(spark):
         "He said “stop.” Then etc. The end."
     )
     frame = spark.createDataFrame([(1, text)], "id int, para_text string")
-    rows = split_sentences(frame, SegmentConfig()).orderBy("sent_idx").collect()
+    rows = split_sentences(frame, SegmentConfig(engine=engine)).orderBy("sent_idx").collect()
     assert [r.text for r in rows] == [
         "As shown in Fig. 3 and Eq. (2) (cf. Sec. 4), Smith et al. (2019) and Jones et al., 2020 agree, "
         "e.g. on U.S. data, i.e. the usual.",
@@ -113,5 +118,6 @@ def test_masking_restores_every_period(spark):
         "The end.",
     ]
     for r in rows:
-        assert not any("\ue000" <= ch <= "\uf8ff" for ch in r.text)  # no private-use character left
+        assert not any("\ue000" <= ch <= "\uf8ff" for ch in r.text)  # no private-use character left (sparknlp's masks)
+        assert not any(ch < " " for ch in r.text)  # no control character left (the rules engine's masks)
         assert r.text == text[r.char_start:r.char_end]

@@ -1,8 +1,11 @@
-"""Match lexicon markers at the start of sentences and cut query and gold text (the paper's B.1), in Python.
+"""Match lexicon markers at the start of sentences (the paper's B.1), and the cutting rules' patterns.
 
 ``PairCutter`` holds an Aho-Corasick automaton over every marker of a lexicon (pyahocorasick). It is
 built once on the driver, broadcast, and applied to Arrow batches of candidate pairs by
-``ratio_spark.pipeline.mine``; this module is plain Python so the rules can be read and tested line by line.
+``ratio_spark.pipeline.mine``: the one part of mining that runs in Python. The rules that follow a match
+(cutting the gold, the query and the original texts, the drops) are Spark SQL expressions in
+``ratio_spark.pipeline.mine``; their regular expressions are built here (``cut_patterns``), spelled for
+Java or for Python's ``re`` from one definition, as the normalisation rules are (``core.text``).
 
 The rules, in order, for a consecutive pair (first sentence q, second sentence s), on normalised text
 (docs/mining.md lists them with their defaults):
@@ -20,9 +23,9 @@ The rules, in order, for a consecutive pair (first sentence q, second sentence s
 3. The query is q with one leading opening removed: a lexicon marker or ordinal followed by a comma
    ("however,", "first,", "in particular,"), or else any clause of at most ``query_clause_words`` words
    followed by a comma ("at times,", "in the rw dataset,").
-4. Drops (``ratio_spark.pipeline.mine.cut_pair``): a sentence flagged malformed at segmentation, a query
-   or gold that contains a citation (``citation_patterns``, one drop reason per pattern family), a query
-   or gold shorter than ``min_chars`` characters (for a distractor only the second sentence counts).
+4. Drops: a sentence flagged malformed at segmentation, a query or gold that contains a citation (one
+   drop reason per pattern family), a query or gold shorter than ``min_chars`` characters (for a
+   distractor only the second sentence counts).
 """
 
 from __future__ import annotations
@@ -36,7 +39,13 @@ from ratio_spark.lexicon.loader import Lexicon, Marker
 from ratio_spark.core.schema import DEFAULT_MAX_EXTENSION_WORDS
 from ratio_spark.core.text import LEADING_LIST_MARKER_PATTERN, trie_alternation
 
-_NOT_A_BOUNDARY = re.compile(r"[\w\-'’]")
+# What continues a word after a marker (so the marker does not end there): Python's \w, a hyphen or an
+# apostrophe. ``str.isalnum`` is exactly the non-underscore part of Python's Unicode \w.
+_WORD_PUNCTUATION = "_-'’"
+# Python's Unicode \w, spelled per engine (java.util.regex's \w is ASCII-only).
+_WORD_CHARS = {"python": r"\w", "java": r"\p{L}\p{N}_"}
+# Python's \s (str.isspace) in Java, whose \s is ASCII-only: the original texts keep the readers' spacing.
+_JAVA_SPACE = r"[\s\x1c-\x1f\x85\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 # The comma after a marker or ordinal, with the empty commas normalisation leaves where it removed a
 # citation ("for example, [12], and x" -> "for example, , and x"): the gold starts after all of them.
 COMMA_RUN = r"\s*,[\s,]*"
@@ -44,8 +53,6 @@ _COMMA = re.compile(COMMA_RUN)
 # A word of an extension or of a query's opening clause: no space, comma or bracket, so a cut never
 # lands inside a parenthesis ("to address the sparseness problem (e.g., wordnet ...), they").
 _WORD = r"[^\s,()\[\]]+"
-# A list prefix at the start of the gold, unless a comma follows it: "(3), shows" refers to example 3.
-_LIST_PREFIX = re.compile(LEADING_LIST_MARKER_PATTERN + r"(?!\s*,)")
 
 
 def _alternation(words) -> str:
@@ -66,51 +73,81 @@ def opening_regex(markers, ordinals=()) -> str:
 
 
 @dataclass(frozen=True)
+class CutPatterns:
+    """The regular expressions of rules 2 and 3, each anchored at the start of the text it is matched on,
+    spelled for one engine (``java``: Spark's ``regexp_extract``/``regexp_replace``; ``python``: ``re``).
+
+    ``list_prefix``: a leading list prefix of the gold, unless a comma follows it ("(3), shows" refers to
+    example 3); ``ordinal``: a leading ordinal of the gold with a comma, or an -ly ordinal without one
+    (None: no ordinals); ``ordinal_comma``: an ordinal and its comma opening the query; ``opening_clause``:
+    a query's opening clause of at most ``query_clause_words`` words and a comma followed by a space
+    ("1,000" is a number), unless a discourse marker and its comma follow (the clause is then the subject:
+    "this reorientation, however, ..."; None: the rule is off); ``leading_list``: a list marker opening an original
+    text (matched case-insensitively); ``space``: one whitespace character as Python's ``str.isspace``
+    reads it (the original texts are cut word by word across it)."""
+
+    list_prefix: str
+    ordinal: str | None
+    ordinal_comma: str | None
+    opening_clause: str | None
+    leading_list: str
+    space: str
+
+
+def cut_patterns(lexicon: Lexicon, query_clause_words: int, engine: str = "java") -> CutPatterns:
+    """The ``CutPatterns`` of a lexicon (its ordinals and markers), for ``engine`` (``java`` or ``python``)."""
+    ordinals = lexicon.ordinals
+    not_a_boundary = r"[%s\-'’]" % _WORD_CHARS[engine]
+    alternation = _alternation(ordinals)
+    ly_ordinals = _alternation(o for o in ordinals if o.endswith("ly"))
+    # A clause followed by a parenthetical discourse marker and its comma is the sentence's subject, not an
+    # opening: "this reorientation, however, can be harmful" keeps its words (issue 34).
+    parenthetical = trie_alternation([*(m.text for m in lexicon.markers), *ordinals])
+    return CutPatterns(
+        list_prefix=LEADING_LIST_MARKER_PATTERN + r"(?!\s*,)",
+        # "first, we" loses the ordinal, and so does an -ly adverb without a comma ("firstly we");
+        # "second order features" keeps its words.
+        ordinal=(r"^(?:(?:%s)\s*,|(?:%s)(?!%s))[\s,]*" % (alternation, ly_ordinals or "(?!)", not_a_boundary)
+                 if ordinals else None),
+        ordinal_comma=r"^(?:%s)%s" % (alternation, COMMA_RUN) if ordinals else None,
+        opening_clause=(r"^(?:%s\s+){0,%d}%s\s*,(?=\s)(?!\s*(?:%s)\s*,)[\s,]*"
+                        % (_WORD, query_clause_words - 1, _WORD, parenthetical)
+                        if query_clause_words > 0 else None),
+        leading_list=LEADING_LIST_MARKER_PATTERN,
+        space=r"\s" if engine == "python" else _JAVA_SPACE,
+    )
+
+
+@dataclass(frozen=True)
 class MarkerMatch:
     marker: Marker  # the lexicon entry
     text: str  # the matched marker text (with the extension for an extendable connective)
     rest_start: int  # where the sentence's content starts after the marker and its comma
+    index: int = -1  # the entry's position in ``PairCutter.markers``
 
 
 class PairCutter:
-    """The matching and cutting rules of one lexicon (module docstring); picklable, so it can be broadcast.
+    """Rule 1 (the module docstring) for one lexicon: the automaton and the match; picklable, so it can be
+    broadcast.
 
     The defaults are the lexicon tools' (``lexicon.curation``: extensions of up to five words, as the
-    paper's lexicon collected them; no query or citation rule). Mining builds its cutter from the
-    ``mining:`` configuration instead (``ratio_spark.pipeline.mine.pair_cutter``: three extension words,
-    the opening-clause and citation rules on).
+    paper's lexicon collected them). Mining builds its cutter from the ``mining:`` configuration instead
+    (``ratio_spark.pipeline.mine.pair_cutter``: three extension words).
     """
 
-    def __init__(self, lexicon: Lexicon, require_comma: bool = True, max_extension_words: int = DEFAULT_MAX_EXTENSION_WORDS, min_chars: int = 35,
-                 query_clause_words: int = 0, citation_patterns: dict[str, str] | None = None):
+    def __init__(self, lexicon: Lexicon, require_comma: bool = True, max_extension_words: int = DEFAULT_MAX_EXTENSION_WORDS):
         self.lexicon = lexicon
         self.require_comma = require_comma
-        self.min_chars = min_chars
         self.markers = list(lexicon.markers)
         self.automaton = ahocorasick.Automaton()
         for index, marker in enumerate(self.markers):
             self.automaton.add_word(marker.text, index)
         self.automaton.make_automaton()
         self.longest = max(len(m.text) for m in self.markers)
+        self._lengths = [len(m.text) for m in self.markers]
         self._extension = re.compile(r"((?:\s+%s){0,%d}?)%s" % (_WORD, max_extension_words, COMMA_RUN))
-        ordinals = _alternation(lexicon.ordinals)
-        ly_ordinals = _alternation(o for o in lexicon.ordinals if o.endswith("ly"))
-        # Gold: "first, we" loses the ordinal, and so does an -ly adverb without a comma ("firstly we");
-        # "second order features" keeps its words. Query, and before a marker: only "first, ...".
-        self._ordinal = (
-            re.compile(r"(?:(?:%s)\s*,|(?:%s)(?![\w\-'’]))[\s,]*" % (ordinals, ly_ordinals or "(?!)")) if ordinals else None
-        )
-        self._ordinal_comma = re.compile(r"(?:%s)%s" % (ordinals, COMMA_RUN)) if ordinals else None
-        # Query: an opening clause of at most N words and a comma followed by a space ("1,000" is a number).
-        self._opening_clause = (
-            re.compile(r"(?:%s\s+){0,%d}%s\s*,(?=\s)[\s,]*" % (_WORD, query_clause_words - 1, _WORD))
-            if query_clause_words > 0 else None
-        )
-        self.citation_patterns = dict(citation_patterns or {})
-        self._citations = [(reason, re.compile(pattern)) for reason, pattern in self.citation_patterns.items()]
-        self._any_citation = (
-            re.compile("|".join(f"(?:{pattern})" for pattern in self.citation_patterns.values())) if self._citations else None
-        )
+        ordinal_comma = cut_patterns(lexicon, 0, "python").ordinal_comma
+        self._ordinal_comma = re.compile(ordinal_comma) if ordinal_comma else None
 
     def opening_regex(self) -> str:
         """``opening_regex`` of this cutter's markers and ordinals: the JVM pre-filter before ``match``."""
@@ -130,98 +167,27 @@ class PairCutter:
 
     def _match_at(self, text: str, start: int) -> MarkerMatch | None:
         """The longest marker that starts at ``start`` in ``text`` (rule 1); its text is the marker alone."""
-        best: tuple[int, int, MarkerMatch] | None = None
+        best: tuple[tuple[int, int], MarkerMatch] | None = None
+        lengths, size = self._lengths, len(text)
         for end, index in self.automaton.iter(text, start, start + self.longest + 1):
-            marker = self.markers[index]
             after = end + 1
-            if after - len(marker.text) != start:  # the marker must start there
+            if after - lengths[index] != start:  # the marker must start there
                 continue
-            if after < len(text) and _NOT_A_BOUNDARY.match(text, after):
+            if after < size and (text[after].isalnum() or text[after] in _WORD_PUNCTUATION):
                 continue
+            marker = self.markers[index]
             if marker.extendable:
                 extension = self._extension.match(text, after)
                 if not extension:
                     continue
-                found = MarkerMatch(marker, text[start: after + len(extension.group(1))], extension.end())
+                found = MarkerMatch(marker, text[start: after + len(extension.group(1))], extension.end(), index)
             else:
                 comma = _COMMA.match(text, after)
                 if comma is None and self.require_comma:
                     continue
                 rest = comma.end() if comma else after + len(text[after:]) - len(text[after:].lstrip())
-                found = MarkerMatch(marker, marker.text, rest)
+                found = MarkerMatch(marker, marker.text, rest, index)
             key = (len(found.text), 0 if marker.extendable else 1)
-            if best is None or key > best[:2]:
-                best = (*key, found)
-        return best[2] if best else None
-
-    def strip_ordinal(self, text: str) -> str:
-        """Rule 2's prefix removal: "firstly, we ..." -> "we ...", "(i) we ..." -> "we ..."."""
-        for _ in range(2):
-            before = text
-            text = _LIST_PREFIX.sub("", text, count=1)
-            if self._ordinal is not None:
-                ordinal = self._ordinal.match(text)
-                if ordinal and ordinal.end() < len(text):
-                    text = text[ordinal.end():]
-            if text == before:
-                break
-        return text.strip()
-
-    def strip_query_opening(self, text: str) -> str:
-        """Rule 3: one leading discourse marker or ordinal followed by a comma, or else a short opening clause."""
-        found = self.match(text)
-        if found and found.rest_start < len(text):
-            return text[found.rest_start:].strip()
-        for opening in (self._ordinal_comma, self._opening_clause):
-            cut = opening.match(text) if opening is not None else None
-            if cut and cut.end() < len(text):
-                return text[cut.end():].strip()
-        return text
-
-    def citation(self, *texts: str) -> str | None:
-        """The first citation pattern family (its drop reason, in configuration order) found in any of ``texts``."""
-        if self._any_citation is None or not any(self._any_citation.search(text) for text in texts):
-            return None
-        return next((reason for reason, pattern in self._citations if any(pattern.search(text) for text in texts)), None)
-
-
-_LEADING_LIST = re.compile(LEADING_LIST_MARKER_PATTERN, re.IGNORECASE)  # the original keeps its case: "(B) On Friday"
-_SPACES = re.compile(r"\s*")
-_SEPARATORS = re.compile(r"[\s,]+")
-_TAIL = re.compile(r"\s*,?\s*")
-
-
-def cut_original(original: str | None, normalised_prefix: str) -> str | None:
-    """The original text with the words of a removed normalised prefix cut off, or None if they don't align.
-
-    The original keeps case, citations and spacing, so the prefix is found word by word,
-    case-insensitively, after an optional list marker. Plain string comparisons, no regex per prefix:
-    query openings are thousands of distinct clauses, and compiling a pattern for each cost more than
-    all the matching.
-    """
-    if original is None:
-        return None
-    words = normalised_prefix.replace(",", " ").split()
-    if not words:
-        return original.strip()
-    lead = _LEADING_LIST.match(original)
-    for start in (lead.end(), 0) if lead else (0,):
-        end = _words_end(original, _SPACES.match(original, start).end(), words)
-        if end is not None:
-            return original[end:].strip()
-    return None
-
-
-def _words_end(text: str, pos: int, words: list[str]) -> int | None:
-    """Where ``words`` (lowercase) end in ``text`` from ``pos``, separated by spaces or commas, with one
-    comma after them; None if the text does not spell them there."""
-    for index, word in enumerate(words):
-        if index:
-            separator = _SEPARATORS.match(text, pos)
-            if separator is None:
-                return None
-            pos = separator.end()
-        if text[pos:pos + len(word)].lower() != word:
-            return None
-        pos += len(word)
-    return _TAIL.match(text, pos).end()
+            if best is None or key > best[0]:
+                best = (key, found)
+        return best[1] if best else None

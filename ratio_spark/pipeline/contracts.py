@@ -77,8 +77,10 @@ _CONTRACTS = [
     ),
     StageContract(
         name="export",
-        help="write the release: Parquet and JSONL per split, BEIR folders per move and split",
-        reads={"queries": TABLES["queries"].column_names, "candidates": TABLES["candidates"].column_names},
+        help="write the release: Parquet and JSONL per split, BEIR folders per move and split, its dataset card",
+        reads={"queries": TABLES["queries"].column_names, "candidates": TABLES["candidates"].column_names,
+               # copied into the release (stats/) and summarised in its dataset card
+               **{name: TABLES[name].column_names for name in ("stats_split_sizes", "stats_yield", "stats_marker_matches")}},
         drops_table=None,
         implementation="ratio_spark.pipeline.stages:export_stage",
     ),

@@ -1,63 +1,98 @@
-"""Fetch the JVM jars (Delta Lake, Spark NLP) once with Maven and cache them.
+"""Fetch the JVM jars (Delta Lake, Spark NLP) once with Maven and cache them, one folder per component.
 
 Spark's own Ivy resolver cannot always reach a registry (it cannot on our build machines), while
 Maven can; so we resolve with Maven and hand Spark local jars. The cache lives outside the source
-tree (``~/.cache/ratio-spark/jars/<profile>``) so fresh clones, test runs and reruns share it.
+tree (``~/.cache/ratio-spark/jars/<profile>/<component>``) so fresh clones, test runs and reruns share it.
+Every Spark command needs ``delta``; only ``segment.engine: sparknlp`` needs ``sparknlp`` (~270 MB of jars
+that a session otherwise never loads: ``components``).
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ratio_spark.core import paths
 from ratio_spark.core.errors import UserError
 
+if TYPE_CHECKING:
+    from ratio_spark.core.config import Config
+
 DEFAULT_PROFILE = "spark35"
+COMPONENTS = ("delta", "sparknlp")
+SPARK_NLP_GROUP = "com.johnsnowlabs.nlp"  # the Maven group of Spark NLP's coordinates (spark.jars.packages)
 _COMPLETE_MARKER = ".complete"
 
 
 POM = resources.files("ratio_spark.pipeline") / "maven" / "pom.xml"  # a real file only as_file() guarantees
 
 
-def is_cached(profile: str = DEFAULT_PROFILE, cache_dir: Path | None = None) -> bool:
-    return (Path(cache_dir or paths.cache_dir("jars")).expanduser() / profile / _COMPLETE_MARKER).exists()
+def components(config: Config, stages: Iterable[str] = ("segment",)) -> tuple[str, ...]:
+    """The jar components a command that runs ``stages`` needs: Delta Lake always, Spark NLP only for the segment
+    stage with ``segment.engine: sparknlp``."""
+    if config.segment.engine == "sparknlp" and "segment" in stages:
+        return COMPONENTS
+    return ("delta",)
 
 
-def ensure_jars(profile: str = DEFAULT_PROFILE, cache_dir: Path | None = None, quiet: bool = True) -> list[Path]:
-    """Return the local jar files of ``profile``, resolving them with Maven on first use."""
-    target = Path(cache_dir or paths.cache_dir("jars")).expanduser() / profile
-    if not is_cached(profile, cache_dir):
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise UserError(
-                "Maven (mvn) is needed once to fetch the Delta Lake and Spark NLP jars; install it, "
-                f"or put the jars in {target} and create {target / _COMPLETE_MARKER}."
-            )
-        partial = target.with_name(profile + ".partial")
-        shutil.rmtree(partial, ignore_errors=True)
-        with resources.as_file(POM) as pom:  # from a zipped package, a temporary copy
-            cmd = [
-                mvn, "-B", "-f", str(pom), "-P", profile,
-                "dependency:copy-dependencies",
-                f"-DoutputDirectory={partial}",
-                "-DincludeScope=runtime",
-                "-DexcludeGroupIds=org.scala-lang",  # Spark ships its own Scala library
-            ]
-            if quiet:
-                cmd.insert(2, "-q")
-            result = subprocess.run(cmd, capture_output=True, text=True)
-        if result.returncode != 0:
-            raise UserError(
-                f"Maven could not resolve the jars of profile {profile!r} (check the network and the Maven settings, "
-                f"or use spark.jars.mode=packages|provided):\n{result.stdout[-3000:]}{result.stderr[-2000:]}"
-            )
-        shutil.rmtree(target, ignore_errors=True)
-        partial.rename(target)
-        (target / _COMPLETE_MARKER).write_text("resolved by " + " ".join(cmd[:4]) + "\n")
-    jars = sorted(target.glob("*.jar"))
-    if not jars:
-        raise UserError(f"no jars in {target}: delete the folder to fetch them again")
-    return jars
+def _folder(profile: str, component: str, cache_dir: Path | str | None) -> Path:
+    if component not in COMPONENTS:
+        raise ValueError(f"unknown jar component {component!r}; expected one of {COMPONENTS}")
+    return Path(cache_dir or paths.cache_dir("jars")).expanduser() / profile / component
+
+
+def is_cached(profile: str = DEFAULT_PROFILE, cache_dir: Path | str | None = None,
+              wanted: Iterable[str] = COMPONENTS) -> bool:
+    return all((_folder(profile, c, cache_dir) / _COMPLETE_MARKER).exists() for c in wanted)
+
+
+def _resolve(profile: str, component: str, target: Path, quiet: bool) -> None:
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise UserError(
+            f"Maven (mvn) is needed once to fetch the {component} jars; install it, "
+            f"or put the jars in {target} and create {target / _COMPLETE_MARKER}."
+        )
+    partial = target.with_name(component + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    with resources.as_file(POM) as pom:  # from a zipped package, a temporary copy
+        cmd = [
+            mvn, "-B", "-f", str(pom), "-P", f"{profile},{component}",
+            "dependency:copy-dependencies",
+            f"-DoutputDirectory={partial}",
+            "-DincludeScope=runtime",
+            "-DexcludeGroupIds=org.scala-lang",  # Spark ships its own Scala library
+        ]
+        if quiet:
+            cmd.insert(2, "-q")
+        result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0 or not any(partial.glob("*.jar")):
+        raise UserError(
+            f"Maven could not resolve the {component} jars of profile {profile!r} (check the network, the Maven "
+            f"settings and the profile, or use spark.jars.mode=packages|provided):\n"
+            f"{result.stdout[-3000:]}{result.stderr[-2000:]}"
+        )
+    shutil.rmtree(target, ignore_errors=True)
+    partial.rename(target)
+    (target / _COMPLETE_MARKER).write_text("resolved by " + " ".join(cmd[:5]) + "\n")
+
+
+def ensure_jars(profile: str = DEFAULT_PROFILE, cache_dir: Path | str | None = None, quiet: bool = True,
+                wanted: Iterable[str] = COMPONENTS) -> list[Path]:
+    """Return the local jar files of the components ``wanted`` of ``profile``, resolving them with Maven on first
+    use (each jar once, by file name, in component order)."""
+    jars: dict[str, Path] = {}
+    for component in wanted:
+        target = _folder(profile, component, cache_dir)
+        if not (target / _COMPLETE_MARKER).exists():
+            _resolve(profile, component, target, quiet)
+        found = sorted(target.glob("*.jar"))
+        if not found:
+            raise UserError(f"no jars in {target}: delete the folder to fetch them again")
+        for jar in found:
+            jars.setdefault(jar.name, jar)
+    return list(jars.values())

@@ -1,9 +1,9 @@
 """Mine query-gold pairs: consecutive sentences whose second sentence opens with a lexicon marker.
 
 Pairs are formed in the JVM (a window over each paragraph), a JVM pre-filter keeps the pairs whose
-second sentence opens with some marker (one regex over a trie of the markers), and the Aho-Corasick matching and the
-cutting rules (``ratio_spark.lexicon.matcher``) run over Arrow batches with ``mapInArrow``, the automaton
-built once on the driver and broadcast.
+second sentence opens with some marker (one regex over a trie of the markers), the Aho-Corasick automaton
+(``ratio_spark.lexicon.matcher``, built once on the driver and broadcast) finds the marker in Arrow batches
+with ``mapInArrow``, and the cutting rules and drops run in the JVM as Spark SQL expressions (``cut_pairs``).
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ratio_spark.core.schema import TABLES, Reason
 from ratio_spark.lexicon.loader import Lexicon
-from ratio_spark.lexicon.matcher import PairCutter, cut_original
+from ratio_spark.lexicon.matcher import CutPatterns, PairCutter, cut_patterns
 from ratio_spark.pipeline.pairs import consecutive_pairs
 from ratio_spark.pipeline.tables import drop_rows
 
@@ -29,19 +29,21 @@ if TYPE_CHECKING:  # the Python workers import this module for the Arrow batches
 # Pairs and matching
 # ---------------------------------------------------------------------------------------------
 
+# What the automaton adds to a pair (role is null where no marker opens the second sentence):
+# the entry's fields, the matched marker text, where the gold starts after the marker and its comma,
+# and where the query's content starts after a marker and its comma that open it (null: none does).
+_MARKER_ATTRIBUTES = ("role", "move", "category", "marker_entry", "marker_source")
 _MATCH_FIELDS = [
-    T.StructField("role", T.StringType()),
-    T.StructField("move", T.StringType()),
-    T.StructField("category", T.StringType()),
+    *(T.StructField(name, T.StringType()) for name in _MARKER_ATTRIBUTES),
     T.StructField("marker", T.StringType()),
-    T.StructField("marker_entry", T.StringType()),
-    T.StructField("marker_source", T.StringType()),
-    T.StructField("query_cut", T.StringType()),
-    T.StructField("query_cut_original", T.StringType()),
-    T.StructField("gold_cut", T.StringType()),
-    T.StructField("gold_cut_original", T.StringType()),
-    T.StructField("drop_reason", T.StringType()),
+    T.StructField("gold_start", T.IntegerType()),
+    T.StructField("query_start", T.IntegerType()),
 ]
+# What the rules add: the cut texts and the drop reason (null: kept).
+CUT_COLUMNS = ("query_cut", "query_cut_original", "gold_cut", "gold_cut_original", "drop_reason")
+# A matched pair as the de-duplication and the outputs read it (``Mining.matched``, without its rank).
+MATCHED_COLUMNS = ("paper_id", "pub_date", "query_sentence_id", "gold_sentence_id", "context_text",
+                   "role", "move", "category", "marker", "marker_entry", "marker_source", *CUT_COLUMNS)
 
 
 def pairs_for_mining(sentences: DataFrame) -> DataFrame:
@@ -70,17 +72,35 @@ def citation_patterns(config: MiningConfig) -> dict[str, str]:
         Reason.CITATION_AUTHOR_YEAR: families.author_year,
         Reason.CITATION_BRACKETS: families.brackets,
         Reason.CITATION_EMPTY_BRACKETS: families.empty_brackets,
+        Reason.CITATION_PLACEHOLDERS: families.placeholders,
+        Reason.CITATION_FORMULA_PLACEHOLDERS: families.formula_placeholders,
     }
     return {reason: pattern for reason, pattern in by_reason.items() if pattern}
 
 
+def java_citation_patterns(spark: SparkSession, config: MiningConfig) -> dict[str, str]:
+    """``citation_patterns`` as the JVM reads them: Java regexes with Unicode character classes (``(?U)``:
+    ``\\w``, ``\\d``, ``\\b`` as in Python), each checked on the driver so that a pattern Java cannot read fails at
+    start-up naming its key."""
+    from ratio_spark.core.config import ConfigError
+
+    patterns = {}
+    names = {reason: reason.removeprefix("citation_") for reason in citation_patterns(config)}
+    for reason, pattern in citation_patterns(config).items():
+        java = "(?U)" + pattern
+        try:
+            spark.sparkContext._jvm.java.util.regex.Pattern.compile(java)
+        except Exception as exc:  # py4j wraps the PatternSyntaxException
+            message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise ConfigError(f"mining.citation_filter.{names[reason]}: not a regular expression Java reads "
+                              f"({message}): {pattern!r}") from None
+        patterns[reason] = java
+    return patterns
+
+
 def pair_cutter(lexicon: Lexicon, config: MiningConfig) -> PairCutter:
     """The ``PairCutter`` of the ``mining:`` configuration (built on the driver, then broadcast)."""
-    return PairCutter(
-        lexicon, require_comma=config.require_comma, max_extension_words=config.max_extension_words,
-        min_chars=config.min_chars, query_clause_words=config.query_opening_clause_words,
-        citation_patterns=citation_patterns(config),
-    )
+    return PairCutter(lexicon, require_comma=config.require_comma, max_extension_words=config.max_extension_words)
 
 
 def prefilter(pairs: DataFrame, cutter: PairCutter) -> DataFrame:
@@ -90,73 +110,175 @@ def prefilter(pairs: DataFrame, cutter: PairCutter) -> DataFrame:
     return pairs.filter(F.col("second_norm").rlike(cutter.opening_regex()))
 
 
-_PAIR_INPUTS = ("query_norm", "query_original", "query_flag", "second_norm", "second_original", "second_flag")
+def _match_batch(cutter: PairCutter, attributes: dict[str, pa.Array], batch: pa.RecordBatch) -> list[pa.Array]:
+    """The automaton over one Arrow batch: the ``_MATCH_FIELDS`` arrays (the entry's fields taken by index)."""
+    indices, markers, gold_starts, query_starts = [], [], [], []
+    for second, query in zip(batch.column("second_norm").to_pylist(), batch.column("query_norm").to_pylist()):
+        found = cutter.match(second) if second else None
+        if found is None:
+            indices.append(None), markers.append(None), gold_starts.append(None), query_starts.append(None)
+            continue
+        opening = cutter.match(query) if query else None
+        indices.append(found.index), markers.append(found.text), gold_starts.append(found.rest_start)
+        query_starts.append(opening.rest_start if opening is not None and opening.rest_start < len(query) else None)
+    index = pa.array(indices, pa.int32())
+    return [*(attributes[name].take(index) for name in _MARKER_ATTRIBUTES), pa.array(markers, pa.string()),
+            pa.array(gold_starts, pa.int32()), pa.array(query_starts, pa.int32())]
 
 
-def cut_pair(cutter: PairCutter, query_norm: str | None, query_original: str | None, query_flag: str | None,
-             second_norm: str | None, second_original: str | None, second_flag: str | None) -> list | None:
-    """One consecutive pair -> the values of ``_MATCH_FIELDS``, or None when no marker opens the second sentence."""
-    second = second_norm or ""
-    found = cutter.match(second)
-    if found is None:
-        return None
-    marker = found.marker
-    gold = cutter.strip_ordinal(second[found.rest_start:])
-    removed_from_second = second[: len(second) - len(gold)] if second.endswith(gold) else second[: found.rest_start]
-    query_norm = query_norm or ""
-    query = cutter.strip_query_opening(query_norm)
-    removed_from_query = query_norm[: len(query_norm) - len(query)] if query_norm.endswith(query) else ""
-    drop = None
-    if second_flag is not None or (marker.is_move and query_flag is not None):
-        drop = Reason.MALFORMED_SENTENCE
-    elif citation := cutter.citation(*((query, gold) if marker.is_move else (gold,))):
-        drop = citation
-    elif marker.is_move and len(query) < cutter.min_chars:
-        drop = Reason.SHORT_QUERY
-    elif len(gold) < cutter.min_chars:
-        drop = Reason.SHORT_GOLD
-    query_cut_original = cut_original(query_original, removed_from_query)
-    return [
-        marker.role,
-        marker.label if marker.is_move else None,
-        None if marker.is_move else marker.label,
-        found.text,
-        marker.text,
-        marker.source,
-        query,
-        query_cut_original if query_cut_original is not None else query_original,
-        gold,
-        cut_original(second_original, removed_from_second),
-        drop,
-    ]
-
-
-def _cut_batch(cutter: PairCutter, batch: pa.RecordBatch) -> list[list]:
-    """``cut_pair`` over an Arrow batch, column by column (the values of ``_MATCH_FIELDS``, None where no match)."""
-    columns = [batch.column(name).to_pylist() for name in _PAIR_INPUTS]
-    out: list[list] = [[] for _ in _MATCH_FIELDS]
-    empty = [None] * len(_MATCH_FIELDS)
-    for values in zip(*columns):
-        row = cut_pair(cutter, *values) or empty
-        for column, value in zip(out, row):
-            column.append(value)
-    return out
+def marker_attributes(cutter: PairCutter) -> dict[str, pa.Array]:
+    """Each marker's ``_MARKER_ATTRIBUTES``, in the automaton's order."""
+    markers = cutter.markers
+    return {name: pa.array(values, pa.string()) for name, values in {
+        "role": [m.role for m in markers],
+        "move": [m.label if m.is_move else None for m in markers],
+        "category": [None if m.is_move else m.label for m in markers],
+        "marker_entry": [m.text for m in markers],
+        "marker_source": [m.source for m in markers],
+    }.items()}
 
 
 def match_markers(pairs: DataFrame, cutter: PairCutter, spark: SparkSession) -> DataFrame:
     """Apply the broadcast automaton to Arrow batches of pairs; adds the _MATCH_FIELDS columns."""
     broadcast = spark.sparkContext.broadcast(cutter)
     out_schema = T.StructType(pairs.schema.fields + _MATCH_FIELDS)
-    arrow_fields = [pa.field(f.name, pa.string()) for f in _MATCH_FIELDS]
+    arrow_fields = [pa.field(f.name, pa.string() if f.dataType == T.StringType() else pa.int32()) for f in _MATCH_FIELDS]
 
     def run(batches):
         local = broadcast.value
+        attributes = marker_attributes(local)
         for batch in batches:
-            values = _cut_batch(local, batch)
-            arrays = batch.columns + [pa.array(v, type=pa.string()) for v in values]
+            arrays = batch.columns + _match_batch(local, attributes, batch)
             yield pa.RecordBatch.from_arrays(arrays, schema=pa.schema(list(batch.schema) + arrow_fields))
 
     return pairs.mapInArrow(run, out_schema)
+
+
+# ---------------------------------------------------------------------------------------------
+# The cutting rules and the drops, as Spark SQL expressions
+# ---------------------------------------------------------------------------------------------
+
+def _after(text: Column, removed: Column) -> Column:
+    """``text`` without its first ``removed`` characters."""
+    return text.substr(removed + 1, F.lit(2**31 - 1))
+
+
+def _matched_length(text: Column, pattern: str) -> Column:
+    """The length of the match of ``pattern`` (anchored at the start) in ``text``; 0 where it does not match."""
+    return F.length(F.regexp_extract(text, f"({pattern})", 1))
+
+
+def _steps(frame: DataFrame, *steps: tuple[str, Column]) -> DataFrame:
+    """``frame`` with each (name, column) added in turn: each intermediate value a column of its own, so the
+    JVM computes it once however often the next steps read it."""
+    for name, column in steps:
+        frame = frame.withColumn(name, column)
+    return frame
+
+
+def _cut_at(text: str, length: str) -> Column:
+    """Column ``text`` without its first ``length`` characters, when that is some but not all of it; else null."""
+    return F.when((F.col(length) > 0) & (F.col(length) < F.length(text)), _after(F.col(text), F.col(length)))
+
+
+def _gold_rule(frame: DataFrame, patterns: CutPatterns) -> DataFrame:
+    """Rule 2 (``gold_cut``): the rest of the second sentence after the marker, with a list prefix and then an
+    ordinal removed, twice (a second round only when the first removed something)."""
+    def round_(source: str, target: str) -> list[tuple[str, Column]]:
+        steps = [(f"{target}_l", F.regexp_replace(F.col(source), patterns.list_prefix, ""))]
+        if patterns.ordinal is None:
+            return steps + [(target, F.col(f"{target}_l"))]
+        return steps + [(f"{target}_n", _matched_length(F.col(f"{target}_l"), patterns.ordinal)),
+                        (target, F.coalesce(_cut_at(f"{target}_l", f"{target}_n"), F.col(f"{target}_l")))]
+
+    frame = _steps(frame, ("_g0", _after(F.col("second_norm"), F.col("gold_start"))), *round_("_g0", "_g1"))
+    frame = _steps(frame, ("_g2", F.when(F.col("_g1") == F.col("_g0"), F.col("_g1"))))  # unchanged: done
+    second = round_("_g1", "_g3")
+    frame = _steps(frame, *[(name, F.when(F.col("_g2").isNull(), column)) for name, column in second])
+    frame = frame.withColumn("gold_cut", F.trim(F.coalesce("_g2", "_g3")))
+    return frame.drop(*[c for c in frame.columns if c.startswith(("_g0", "_g1", "_g2", "_g3"))])
+
+
+def _query_rule(frame: DataFrame, patterns: CutPatterns) -> DataFrame:
+    """Rule 3 (``query_cut``): the first sentence after the marker that opens it (``query_start``, from the
+    automaton), or else after an opening ordinal and its comma, or else after a short opening clause."""
+    steps: list[tuple[str, Column]] = [("_q", F.coalesce(F.col("query_norm"), F.lit("")))]
+    cuts = [F.trim(_after(F.col("_q"), F.col("query_start")))]  # null where no marker opens the query
+    for name, pattern in (("_qo", patterns.ordinal_comma), ("_qc", patterns.opening_clause)):
+        if pattern is not None:
+            done = F.col("query_start").isNotNull()
+            if name == "_qc" and patterns.ordinal_comma is not None:  # the ordinal cut, where it applies, wins
+                done = done | ((F.col("_qo") > 0) & (F.col("_qo") < F.length("_q")))
+            steps.append((name, F.when(~done, _matched_length(F.col("_q"), pattern))))
+            cuts.append(F.trim(_cut_at("_q", name)))
+    frame = _steps(frame, *steps, ("query_cut", F.coalesce(*cuts, F.col("_q"))))
+    return frame.drop(*[name for name, _ in steps if name != "_q"])
+
+
+def _original_rule(frame: DataFrame, original: str, normalised: str, cut: str, otherwise: Column, patterns: CutPatterns,
+                   target: str) -> DataFrame:
+    """``target``: the original text (column ``original``) without the words that the cut removed from its
+    normalised text (column ``normalised`` minus its suffix ``cut``, or ``otherwise`` when ``cut`` is not a
+    suffix), or null where the words do not align.
+
+    The original keeps case, citations and spacing, so the words are found one after the other,
+    case-insensitively, separated by spaces or commas, after an optional list marker ("(1) For example, we"),
+    with one comma after them. Most originals spell the words exactly as the normalised text, case aside:
+    a string comparison finds them. The rest need a pattern per row: the words, each quoted (``\\Q...\\E``:
+    normalised text is lowercase, so it never holds ``\\E``), after the list marker or, failing that, at the start."""
+    space = patterns.space
+    removed = F.when(F.endswith(F.col(normalised), F.col(cut)),
+                     F.col(normalised).substr(F.lit(1), F.length(normalised) - F.length(cut))).otherwise(otherwise)
+    words_text = F.trim(F.regexp_replace(F.col("_o_removed"), "[ ,]+", " "))
+    last_word_end = F.length(F.regexp_replace(F.col("_o_removed"), "[ ,]+$", ""))
+    lead = F.length(F.regexp_extract(F.col(original), f"(?iu)({patterns.leading_list})", 1))
+    quoted = F.array_join(F.transform(F.split(F.col("_o_words"), " "), lambda word: F.concat(F.lit("\\Q"), word, F.lit("\\E"))),
+                          f"(?:{space}|,)+")
+    pattern = F.concat(F.lit(f"(?iu)^({space}*"), quoted, F.lit(")"))
+    spelled = F.call_function("regexp_extract", F.col(original), pattern, F.lit(1))
+    after_lead = F.call_function("regexp_extract", _after(F.col(original), F.col("_o_lead")), pattern, F.lit(1))
+    frame = _steps(
+        frame,
+        ("_o_removed", removed),
+        ("_o_words", words_text),
+        ("_o_lead", lead),
+        ("_o_end", F.when(F.col("_o_words") == "", F.lit(0))
+                    # the common case: no list marker, and the original opens with the normalised words
+                    .when((F.col("_o_lead") == 0) & ~F.col("_o_removed").startswith(" ") & ~F.col("_o_removed").startswith(",")
+                          & (F.lower(F.col(original).substr(F.lit(1), last_word_end))
+                                                     == F.col("_o_removed").substr(F.lit(1), last_word_end)), last_word_end)),
+        ("_o_after_lead", F.when(F.col("_o_end").isNull() & (F.col("_o_lead") > 0), F.length(after_lead))),
+        ("_o_at_start", F.when(F.col("_o_end").isNull() & F.coalesce(F.col("_o_after_lead") == 0, F.lit(True)),
+                               F.length(spelled))),
+    )
+    end = F.coalesce(F.col("_o_end"), F.when(F.col("_o_after_lead") > 0, F.col("_o_lead") + F.col("_o_after_lead")),
+                     F.when(F.col("_o_at_start") > 0, F.col("_o_at_start")))
+    rest = F.regexp_replace(_after(F.col(original), end), f"^{space}*,?{space}*|{space}+$", "")
+    frame = frame.withColumn(target, F.when(F.col("_o_words") == "", F.regexp_replace(F.col(original), f"^{space}+|{space}+$", ""))
+                                      .otherwise(rest))
+    return frame.drop("_o_removed", "_o_words", "_o_lead", "_o_end", "_o_after_lead", "_o_at_start")
+
+
+def cut_pairs(matched: DataFrame, patterns: CutPatterns, citations: dict[str, str], min_chars: int) -> DataFrame:
+    """Rules 2-4 over pairs the automaton matched (``match_markers``, role not null), in the JVM: adds
+    ``CUT_COLUMNS``. ``patterns``: ``cut_patterns(..., engine="java")``; ``citations``: drop reason -> Java
+    regex (``citation_patterns``), checked in order."""
+    cut = _query_rule(_gold_rule(matched, patterns), patterns)
+    cut = _original_rule(cut, "second_original", "second_norm", "gold_cut",
+                         F.col("second_norm").substr(F.lit(1), F.col("gold_start")), patterns, "gold_cut_original")
+    cut = _original_rule(cut, "query_original", "_q", "query_cut", F.lit(""), patterns, "_query_cut_original")
+    is_move = F.col("role") == "move"
+    drop = F.when(F.col("second_flag").isNotNull() | (is_move & F.col("query_flag").isNotNull()), Reason.MALFORMED_SENTENCE)
+    if citations:  # one search for any family first: most texts hold no citation
+        any_citation = "|".join(f"(?:{pattern})" for pattern in citations.values())
+        cut = _steps(cut, ("_c", F.col("gold_cut").rlike(any_citation) | (is_move & F.col("query_cut").rlike(any_citation))))
+        for reason, pattern in citations.items():
+            drop = drop.when(F.col("_c") & (F.col("gold_cut").rlike(pattern) | (is_move & F.col("query_cut").rlike(pattern))), reason)
+    drop = (drop.when(is_move & (F.length("query_cut") < min_chars), Reason.SHORT_QUERY)
+                .when(F.length("gold_cut") < min_chars, Reason.SHORT_GOLD))
+    return (cut.withColumn("query_cut_original", F.coalesce(F.col("_query_cut_original"), F.col("query_original")))
+               .withColumn("drop_reason", drop)
+               .drop("_query_cut_original", "_q", "_c"))
 
 
 def pairs_examined(sentences: DataFrame) -> dict[int | None, int]:
@@ -205,9 +327,11 @@ def mine_pairs(spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, conf
     scanned = pairs.select(F.year("pub_date").alias("year"),
                            F.when(F.col("second_norm").rlike(cutter.opening_regex()), F.struct(*pairs.columns)).alias("_pair"))
     candidates = scanned.filter(F.col("_pair").isNotNull()).select("_pair.*")
-    cut = match_markers(candidates, cutter, spark).filter(
-        F.col("role").isNotNull()
-    ).withColumn("pair_id", pair_id_column()).withColumn("_elsewhere", F.lit(False))
+    opening = match_markers(candidates, cutter, spark).filter(F.col("role").isNotNull())
+    cut = cut_pairs(opening, cut_patterns(lexicon, config.query_opening_clause_words),
+                    java_citation_patterns(spark, config), config.min_chars)
+    # Only what the rows and drops need goes on to the de-duplication window (and its shuffle).
+    cut = cut.select(*MATCHED_COLUMNS).withColumn("pair_id", pair_id_column()).withColumn("_elsewhere", F.lit(False))
     kept = F.col("drop_reason").isNull()
     if kept_elsewhere is not None:  # only those sharing a text with a matched pair can rank with one
         texts = cut.filter(kept).select("query_cut", "gold_cut").distinct()

@@ -7,11 +7,19 @@ inputs, writes only its declared outputs (each checked against ``core.schema.TAB
 committed) and writes its drops (reasons from ``core.schema.Reason``); its progress lines go through
 ``io.log`` and ``io.phase`` (a long phase with its time). After it returns: every declared output was
 written, and ``stats_drops`` gets the stage's counts by reason.
+
+Progress is plain lines, readable in a log file: each ``log`` call writes one whole line at once (phases that run
+side by side never share a line), and while a stage runs, ``SparkProgress`` writes a line every
+``spark.progress_interval_s`` seconds (25: no 30 s pass without a line) with the running Spark stages' tasks
+done/total and the time left at the rate so far. Spark's own carriage-return bar is off when stderr is not a
+terminal (``pipeline/session.py``).
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -29,8 +37,78 @@ from ratio_spark.pipeline.contracts import CONTRACTS, StageContract, run_first
 from ratio_spark.pipeline.tables import table_location, write_table
 
 
+_LOG_LOCK = threading.Lock()
+
+
 def log(message: str) -> None:
-    print(f"[ratio-spark {time.strftime('%H:%M:%S')}] {message}", flush=True)
+    """One line, written whole: ``print`` writes the text and its newline apart, so two threads could share a line."""
+    line = f"[ratio-spark {time.strftime('%H:%M:%S')}] {message}\n"
+    with _LOG_LOCK:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+
+
+def duration(seconds: float) -> str:
+    """``42 s``, ``3 min 05 s``, ``2 h 07 min``: short enough for a progress line."""
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+class SparkProgress:
+    """While a stage runs, a line every ``interval`` seconds from Spark's status tracker: the running Spark stages
+    with their tasks done/total and the phases under way; or, when no Spark task runs, that the driver is at work
+    (planning, Delta commits). Use as a context manager around the stage."""
+
+    def __init__(self, spark: SparkSession, say: Callable[[str], None], interval: float, phases: Callable[[], list[str]]):
+        self.tracker = spark.sparkContext.statusTracker()
+        self.say, self.interval, self.phases = say, interval, phases
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="ratio-spark-progress", daemon=True)
+        self._first_seen: dict[tuple[int, int], tuple[float, int]] = {}  # (stage, attempt) -> (time, tasks done)
+        self._started = time.time()
+
+    def __enter__(self) -> "SparkProgress":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                line = self.report()
+            except Exception as exc:  # noqa: BLE001 - a progress line must never fail the stage (the JVM may be stopping)
+                line = f"progress unavailable ({type(exc).__name__})"
+            self.say(line)
+
+    def report(self) -> str:
+        """The line of one tick (the tests call it too): what runs, its tasks done/total and, for one Spark stage
+        whose tasks have started to finish, the time left at the rate seen so far."""
+        infos = [i for i in map(self.tracker.getStageInfo, sorted(self.tracker.getActiveStageIds())) if i is not None]
+        phases = self.phases()
+        doing = f" ({', '.join(phases)})" if phases else ""
+        if not infos:
+            return f"working on the driver{doing}: no Spark task running, {duration(time.time() - self._started)} into the stage"
+        total, done = sum(i.numTasks for i in infos), sum(i.numCompletedTasks for i in infos)
+        running = sum(i.numActiveTasks for i in infos)
+        # "save", "collect": the callsite is noise, and Delta's internal jobs are closures ("$anonfun$...")
+        actions = ", ".join(sorted({"delta" if "$" in i.name else i.name.split(" at ")[0] for i in infos}))
+        ids = ", ".join(str(i.stageId) for i in infos)
+        line = f"Spark stage{'s' if len(infos) > 1 else ''} {ids} ({actions}){doing}: {done}/{total} tasks done, {running} running"
+        if len(infos) == 1:
+            now = time.time()
+            seen_at, done_then = self._first_seen.setdefault((infos[0].stageId, infos[0].currentAttemptId), (now, done))
+            if done > done_then and total > done:
+                line += f", about {duration((total - done) * (now - seen_at) / (done - done_then))} left"
+            elif now - seen_at >= 1:  # no task finished since it was first seen: how long it has run instead
+                line += f", seen running for {duration(now - seen_at)}"
+        return line
 
 
 def side_by_side(tasks: dict[str, Callable[[], Any]]) -> dict[str, Any]:
@@ -92,6 +170,7 @@ class StageIO:
         self.written: dict[str, str] = {}  # table -> location, in the order written
         self.drop_counts: dict[tuple, int] | None = None  # (reason, split, role) -> rows, once drops are written
         self.phase_seconds: dict[str, float] = {}  # each ``phase`` and its time: the summary's profile
+        self.running_phases: list[str] = []  # the phases under way, for the progress lines
 
     def read(self, name: str) -> DataFrame:
         if name not in self._inputs:
@@ -106,7 +185,11 @@ class StageIO:
         """A progress line before a long phase and one with its time after it: no minute passes without a word."""
         started = time.time()
         self.log(f"{what} ...")
-        yield
+        self.running_phases.append(what)
+        try:
+            yield
+        finally:
+            self.running_phases.remove(what)
         self.phase_seconds[what] = round(time.time() - started, 1)
         self.log(f"{what}: done in {self.phase_seconds[what]:.1f} s")
 
@@ -207,7 +290,8 @@ def run_stage(spark: SparkSession, config: Config, stage: str | StageContract, *
     contract = CONTRACTS[stage] if isinstance(stage, str) else stage
     started = time.time()
     io = StageIO(spark, config, contract, check_inputs(spark, config, contract))
-    summary = _implementation(contract)(io, **options)
+    with SparkProgress(spark, io.log, config.spark.progress_interval_s, lambda: list(io.running_phases)):
+        summary = _implementation(contract)(io, **options)
     expected = [*contract.writes, *([contract.drops_table] if contract.drops_table else [])]
     unwritten = [name for name in expected if name not in io.written]
     if unwritten:

@@ -1,4 +1,4 @@
-"""Build the Spark session (Delta Lake + Spark NLP) from the configuration: one function, every platform."""
+"""Build the Spark session (Delta Lake, and Spark NLP when asked) from the configuration: one function, every platform."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pyspark.sql import SparkSession
 
 from ratio_spark.core.config import SparkConfig
 from ratio_spark.core.errors import UserError
-from ratio_spark.pipeline.jars import ensure_jars
+from ratio_spark.pipeline.jars import COMPONENTS, ensure_jars
 
 _DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -48,22 +48,25 @@ def _submitted_conf() -> dict[str, str] | None:
     return dict(SparkConf().getAll())
 
 
-def _check_submitted_jars(config: SparkConfig, submitted: dict[str, str]) -> None:
+def _check_submitted_jars(config: SparkConfig, submitted: dict[str, str], spark_nlp: bool) -> None:
     """Under spark-submit the driver runs before this code, so jars or packages set now never reach its class
     path: they must be on the spark-submit command line (or provided by the cluster)."""
     given = submitted.get("spark.jars", "") + "," + submitted.get("spark.jars.packages", "")
-    artifacts = [coordinate.split(":")[1] for coordinate in config.jars.packages]
+    artifacts = [coordinate.split(":")[1] for coordinate in config.jars.packages_for(spark_nlp)]
     if all(artifact in given for artifact in artifacts):
         return
-    how = {"local": 'spark-submit --jars "$(ratio-spark jars --comma)"',
-           "packages": f"spark-submit --packages {','.join(config.jars.packages)}"}[config.jars.mode]
-    raise UserError(f"spark-submit started the driver before ratio-spark could add the Delta Lake and Spark NLP jars "
+    engine = " --set segment.engine=sparknlp" if spark_nlp else ""
+    how = {"local": f'spark-submit --jars "$(ratio-spark jars --comma{engine})"',
+           "packages": f"spark-submit --packages {','.join(config.jars.packages_for(spark_nlp))}"}[config.jars.mode]
+    what = "Delta Lake and Spark NLP jars (segment.engine: sparknlp)" if spark_nlp else "Delta Lake jars"
+    raise UserError(f"spark-submit started the driver before ratio-spark could add the {what} "
                     f"(spark.jars.mode: {config.jars.mode}): pass them on its command line ({how} ...), or set "
                     "spark.jars.mode to provided when the cluster has them")
 
 
-def build_spark_session(config: SparkConfig) -> SparkSession:
-    """Return a SparkSession with Delta Lake and Spark NLP available, as ``config`` describes."""
+def build_spark_session(config: SparkConfig, spark_nlp: bool = False) -> SparkSession:
+    """Return a SparkSession with Delta Lake, and with Spark NLP when ``spark_nlp`` (only the segment stage with
+    ``segment.engine: sparknlp`` needs it: ``jars.components``), as ``config`` describes."""
     builder = SparkSession.builder.appName(config.app_name)
     settings: dict[str, str] = {}
     if config.master:
@@ -72,22 +75,32 @@ def build_spark_session(config: SparkConfig) -> SparkSession:
             _prepare_local_environment()
             settings.update(_LOCAL_DEFAULTS)
     settings.update(_DELTA_CONF)
+    settings["spark.ui.showConsoleProgress"] = str(sys.stderr.isatty()).lower()  # no carriage-return bar in a log file
     submitted = _submitted_conf() if config.jars.mode != "provided" else None
     if submitted is not None:
-        _check_submitted_jars(config, submitted)
+        _check_submitted_jars(config, submitted, spark_nlp)
     elif config.jars.mode == "local":
-        jars = [str(j) for j in ensure_jars(config.jars.profile, config.jars.cache_dir)]
+        wanted = COMPONENTS if spark_nlp else ("delta",)
+        jars = [str(j) for j in ensure_jars(config.jars.profile, config.jars.cache_dir, wanted=wanted)]
         if config.master and config.master.startswith("local"):
             # One JVM is driver and executor: the jars go on its class path. spark.jars would also copy
-            # all of them (~280 MB) into the executor's work folder before the first task of every run.
+            # all of them into the executor's work folder before the first task of every run.
             settings["spark.driver.extraClassPath"] = os.pathsep.join(jars)
         else:
             settings["spark.jars"] = ",".join(jars)
     elif config.jars.mode == "packages":
-        settings["spark.jars.packages"] = ",".join(config.jars.packages)
+        settings["spark.jars.packages"] = ",".join(config.jars.packages_for(spark_nlp))
     settings.update(config.conf)
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(config.log_level)
     return spark
+
+
+def has_spark_nlp(spark: SparkSession) -> bool:
+    """Whether Spark NLP's classes are on this session's class path (the session was built with ``spark_nlp``)."""
+    from py4j.java_gateway import JavaClass
+
+    # py4j answers a class it cannot load with a JavaPackage of that name (the way sparknlp itself loads them).
+    return isinstance(spark.sparkContext._jvm.com.johnsnowlabs.nlp.DocumentAssembler, JavaClass)

@@ -332,12 +332,14 @@ def pools_stage(io: StageIO, splits: tuple[str, ...] | None = None) -> dict[str,
 
 def export_stage(io: StageIO) -> dict[str, Any]:
     """``queries`` + ``candidates`` -> the release: Parquet and JSONL per split, BEIR folders per move and split."""
-    from ratio_spark.pipeline.export import export_release
+    from ratio_spark.pipeline.dataset_card import STATS_TABLES
+    from ratio_spark.pipeline.export import export_release, release_about
 
     root = io.config.release.root
     queries, candidates = io.read("queries"), io.read("candidates")
+    stats = {name: [row.asDict() for row in io.read(name).collect()] for name in STATS_TABLES}  # a few rows each
     with io.phase(f"writing the release to {root}"):
-        manifest = export_release(queries, candidates, root)
+        manifest = export_release(queries, candidates, root, about=release_about(io.config, stats))
     released = manifest.get("splits", {})
     return {
         "release": root,

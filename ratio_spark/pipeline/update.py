@@ -26,6 +26,15 @@
    ``read_release``: Delta time travel, ``versionAsOf``), row counts, and the diff against the previous
    release (new queries per split and move, pool growth per split).
 
+One update at a time: an update holds an exclusive lock on ``<tables.root>/_update.lock`` (``fcntl.flock``,
+released by the kernel when the process ends, so a killed update leaves no stale lock) from before it stages
+anything until its release is written; a second update on the same tables stops at once with one line naming
+the update that holds it (``UpdateConflict``, exit 1: the run could not go on, the input was fine; run it again
+after the first). On a root that is not a local folder (``s3://``, ``dbfs:/``) there is no lock: Delta's
+optimistic concurrency still refuses a commit that conflicts with a concurrent one, and that refusal is the
+same one line naming the table. Readers are never blocked: ``evaluate`` reads each table at one version
+(Delta snapshot isolation) and its manifest names that version.
+
 Nothing new or changed: nothing is written, no table gets a version. A killed update is finished by the
 next one: ``papers`` is merged after the tables derived from it, so a rerun stages the same papers again;
 and a table version that the latest release does not record (``unfinished``) means an update stopped after
@@ -35,9 +44,12 @@ of the derived tables, exact whatever the stop left).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import os
 import shutil
+import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +57,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ratio_spark.core.config import Config
-from ratio_spark.core.errors import MissingTableError, UserError
+from ratio_spark.core.errors import MissingTableError, RunFailure, UserError
 from ratio_spark.core.schema import MOVES, SPLITS, TABLES
 from ratio_spark.pipeline.contracts import reconcile
 from ratio_spark.pipeline.runner import log, run_stage, write_stats_drops
@@ -60,6 +72,61 @@ CONTENT_COLUMNS = tuple(c for c in TABLES["papers"].column_names if c != "source
 
 class UpdateError(UserError):
     """An update that cannot start: no benchmark to update, tables older than the code, or no inputs."""
+
+
+class UpdateConflict(RunFailure):
+    """Another update is writing the same tables (its lock is held, or Delta refused a conflicting commit):
+    nothing of this run went wrong but its timing; run it again when the other one has finished."""
+
+
+def _lock_path(config: Config) -> str | None:
+    root = config.tables.root
+    return None if "://" in root or root.startswith("dbfs:") else os.path.join(root, "_update.lock")
+
+
+@contextlib.contextmanager
+def update_lock(config: Config):
+    """Hold the tables' update lock (see the module's docstring); ``UpdateConflict`` when another update has it."""
+    import fcntl
+
+    path = _lock_path(config)
+    if path is None:
+        log(f"update: {config.tables.root} is not a local folder: no update lock, run one update at a time "
+            "(Delta refuses a conflicting commit)")
+        yield
+        return
+    with open(path, "a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise UpdateConflict(f"another `ratio-spark update` is writing the tables at {config.tables.root} "
+                                 f"({holder}): run this one again when it has finished") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()}, since "
+                     f"{dt.datetime.now(dt.timezone.utc).isoformat(timespec='seconds')}")
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.truncate(0)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def check_no_update_running(config: Config) -> None:
+    """The lock probed before the JVM starts, so a second update stops in a moment (``update`` takes it)."""
+    with update_lock(config):
+        pass
+
+
+def _is_delta_conflict(exc: BaseException) -> bool:
+    try:
+        from delta.exceptions import DeltaConcurrentModificationException
+    except ImportError:  # pragma: no cover
+        DeltaConcurrentModificationException = ()  # noqa: N806
+    return isinstance(exc, DeltaConcurrentModificationException) or "io.delta.exceptions.Concurrent" in str(exc)[:2000]
 
 
 def content_hash() -> F.Column:
@@ -278,12 +345,26 @@ def write_release(spark: SparkSession, config: Config, inputs: str, classified: 
 
 
 def update(spark: SparkSession, config: Config, inputs: str) -> dict[str, Any]:
-    """Add the papers under ``inputs`` to the benchmark under ``config`` (see the module's docstring)."""
+    """Add the papers under ``inputs`` to the benchmark under ``config`` (see the module's docstring), holding
+    the update lock; a commit Delta refuses because of a concurrent writer is an ``UpdateConflict``."""
+    if table_version(spark, config, "papers") is None:
+        raise UpdateError(f"no benchmark to update at {table_location(config, 'papers')}: run `ratio-spark run` first")
+    with update_lock(config):
+        try:
+            return _update(spark, config, inputs)
+        except Exception as exc:
+            if not _is_delta_conflict(exc):
+                raise
+            line = next((part.strip() for part in str(exc).splitlines() if "Concurrent" in part), str(exc)[:300])
+            raise UpdateConflict(f"a concurrent writer changed the tables at {config.tables.root} while this update "
+                                 f"committed ({line[:300]}): run it again; the next update finishes what this one "
+                                 "started") from None
+
+
+def _update(spark: SparkSession, config: Config, inputs: str) -> dict[str, Any]:
     from ratio_spark.pipeline.contracts import MINE_PAPERS
     from ratio_spark.pipeline.mine import pairs_examined
 
-    if table_version(spark, config, "papers") is None:
-        raise UpdateError(f"no benchmark to update at {table_location(config, 'papers')}: run `ratio-spark run` first")
     check_tables_are_current(spark, config)
     staging = staging_config(config, inputs)
     shutil.rmtree(staging.tables.root, ignore_errors=True)
