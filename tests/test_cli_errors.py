@@ -139,3 +139,13 @@ def test_an_unexpected_error_says_where_its_trace_is():
     report = describe_error(ZeroDivisionError("division by zero"))
     assert report.exit_code == 1 and not report.expected
     assert report.message == "unexpected ZeroDivisionError: division by zero"
+
+
+@pytest.mark.parametrize("args", [["humaneval", "serve", "--study", "s.sqlite", "--port", "99999"],
+                                  ["inspire", "serve", "--trajectories", "t", "--port", "-1"],
+                                  ["browse", "--release", "r", "--port", "65536"]], ids=lambda a: " ".join(a[:2]))
+def test_a_port_outside_0_65535_is_a_usage_error_not_a_bind_trace(args, tmp_path):
+    result = run_cli(args, tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and "OverflowError" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].endswith(f"argument --port: '{args[-1]}' is not a port (0-65535; 0 takes a free one)")

@@ -68,3 +68,38 @@ def test_splits_must_be_in_time_order():
             REPO_ROOT / "conf" / "sample.yaml",
             ["splits.validation.start=2014-06-01", "splits.validation.end=2014-12-31"],
         )
+
+
+def test_a_wrong_set_key_names_set_as_its_source_not_the_file(tmp_path):
+    """Issue 34: a misspelt --set key was reported as unknown "in <the config file>"; it came from --set."""
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(REPO_ROOT / "conf" / "sample.yaml", ["ingest.min_body_char=100"])
+    message = str(excinfo.value)
+    assert "ingest.min_body_char: unknown key (from --set ingest.min_body_char=100)" in message
+    assert "sample.yaml" not in message
+    # A mistake in the file, with --set beside it, still names the file.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tables:\n  roots: /x\n")
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(bad, ["spark.master=local[1]"])
+    assert f"tables.roots: unknown key (in {bad})" in str(excinfo.value)
+    assert "--set" not in str(excinfo.value)
+
+
+@pytest.mark.parametrize("section", ["silver", "rerank"])
+@pytest.mark.parametrize("override, key", [("batch_min_requests=0", "batch_min_requests"),
+                                           ("batch_max_wait_s=-5", "batch_max_wait_s"),
+                                           ("batch_poll_interval_s=0", "batch_poll_interval_s"),
+                                           ("mode=bulk", "mode")])
+def test_the_llm_transport_block_has_the_same_bounds_in_every_section(section, override, key):
+    """silver: and rerank: share llm.settings.LLMTransportSettings: no bound of one may drift from the other's."""
+    with pytest.raises(ConfigError, match=rf"{section}\.{key}"):
+        load_config(None, [f"{section}.{override}"])
+    from ratio_spark.llm.settings import LLMTransportSettings
+
+    assert isinstance(getattr(load_config(None), section), LLMTransportSettings)
+
+
+def test_a_silver_split_that_is_no_split_fails_at_load():
+    with pytest.raises(ConfigError, match=r"silver\.split"):
+        load_config(None, ["silver.split=tset"])

@@ -39,6 +39,33 @@ def test_missing_tables_and_columns_are_one_clear_error(table, tmp_path):
         read_delta(table, ["candidate_id", "gold_moves"])
 
 
+def test_a_table_read_names_the_command_that_writes_it(table, tmp_path):
+    """evaluation.tables.read_table: the Python half's one read of a tables root; what to run when a table or
+    a column is missing comes from the stage contracts (or the Python half's own writers), and the version read
+    is recorded for a manifest."""
+    from ratio_spark.evaluation.tables import read_table
+
+    with pytest.raises(DeltaTableMissing, match="no Delta table at .*mined_pairs: run `ratio-spark mine` first"):
+        read_table(tmp_path / "mined_pairs", "mined_pairs")
+    with pytest.raises(DeltaTableMissing, match="run `ratio-spark silver build` first"):
+        read_table(tmp_path / "silver", "silver")
+    with pytest.raises(DeltaColumnsMissing, match=r"lacks column\(s\) \['gold_moves'\]: rerun `ratio-spark pools`"):
+        read_table(table, "candidates", ["candidate_id", "gold_moves"])
+    inputs: dict = {}
+    rows = read_table(table, "candidates", ["candidate_id"], [("split", "=", "train")], inputs=inputs, role="pool")
+    assert rows.num_rows == COMMITS * SPLITS["train"] and inputs["table:pool"]["version"] == COMMITS - 1
+
+
+def test_the_python_half_reads_delta_tables_one_way():
+    """No module but core/delta.py and evaluation/tables.py calls read_delta: every read names its writer."""
+    import ratio_spark
+    from pathlib import Path
+
+    root = Path(ratio_spark.__file__).parent
+    readers = {p.relative_to(root).as_posix() for p in root.rglob("*.py") if "read_delta(" in p.read_text()}
+    assert readers == {"core/delta.py", "evaluation/tables.py"}
+
+
 def _exit_codes(code: str, runs: int = 3) -> list[int]:
     return [subprocess.run([sys.executable, "-c", code], capture_output=True).returncode for _ in range(runs)]
 

@@ -98,6 +98,77 @@ def test_retriever_specs_are_validated():
         EvaluationConfig(retrievers=["bm25-4"])
 
 
+def test_every_spelling_of_a_retriever_is_in_its_help_and_errors():
+    """The registry's one grammar lists its aliases (bm25 = bm25-1) wherever it lists the specs."""
+    from ratio_spark.evaluation.retrieval.registry import RetrieverSpecError, spec_help
+
+    assert parse_retriever_spec("bm25") == parse_retriever_spec("bm25-1")
+    assert "bm25-1 (alias bm25)" in spec_help()
+    with pytest.raises(RetrieverSpecError, match=r"bm25-1 \(alias bm25\), bm25-2, bm25-3, dense:<model>"):
+        parse_retriever_spec("nope")
+
+
+def test_a_new_retriever_is_one_registration(eval_tables, tmp_path):
+    """One register() call: the settings accept its spec, evaluate scores it, the help lists it, and the Inspire
+    search service serves it (inspire.search.make_backend reads the same registry)."""
+    from ratio_spark.evaluation.retrieval import registry
+    from ratio_spark.evaluation.retrieval.base import Retriever
+    from ratio_spark.evaluation.runner import run_evaluation
+    from ratio_spark.inspire.search import SearchCorpus, make_backend
+
+    class Longest(Retriever):
+        """Ranks candidates by length (longest first): a retriever with no model at all."""
+
+        def __init__(self, weight: int):
+            self.weight, self.label = weight, f"longest x{weight}"
+
+        def index(self, pool):
+            self.lengths = np.array([len(t) for t in pool.texts], dtype=np.float64) * self.weight
+
+        def score_pool(self, text):
+            return self.lengths
+
+        def search(self, texts, move, k):
+            order = np.lexsort((np.arange(len(self.lengths)), -self.lengths))[:k]
+            return np.tile(self.lengths[order], (len(texts), 1)), np.tile(order, (len(texts), 1))
+
+    def parse(spec):
+        head, _, weight = spec.partition(":")
+        return {"weight": int(weight)} if head == "longest" and weight.isdigit() else None
+
+    registry.register(registry.RetrieverKind("longest", ("longest:<weight>",), parse,
+                                             lambda parsed, settings, cache: Longest(parsed["weight"])))
+    try:
+        assert "longest:<weight>" in registry.spec_help()
+        settings = EvaluationConfig(retrievers=["longest:2", "bm25-1"], analyses=[], progress=False, moves=["specify"])
+        result = run_evaluation(load_split(eval_tables, "test", moves=["specify"]), settings, log=lambda _: None)
+        assert set(result.per_query["system"]) == {"longest:2", "bm25-1"}
+        assert "longest x2" in result.table("M@10").index
+        corpus = SearchCorpus(ids=["a", "b"], dates=np.array(["2018-01-01", "2018-02-01"], dtype="datetime64[D]"),
+                              titles=["short", "a much longer title"], abstracts=["", ""], bodies=["", ""])
+        backend = make_backend("longest:3", corpus, ["title"])
+        assert backend.name == "longest:3" and backend.scores("anything").tolist() == [15.0, 57.0]
+    finally:
+        registry.KINDS.pop("longest")
+
+
+def test_the_search_service_reads_the_evaluation_grammar():
+    """bm25 and bm25-1 are one backend; bm25-2 serves too; a bad spec is the user's one line (exit 2)."""
+    from ratio_spark.core.errors import describe_error
+    from ratio_spark.inspire.search import SearchCorpus, make_backend
+
+    corpus = SearchCorpus(ids=["a", "b", "c"], dates=np.array(["2018-01-01"] * 3, dtype="datetime64[D]"),
+                          titles=["neural machine translation", "parsing with grammars", "machine translation quality"],
+                          abstracts=["", "", ""], bodies=["", "", ""])
+    one, alias = make_backend("bm25-1", corpus, ["title"]), make_backend("bm25", corpus, ["title"])
+    assert one.positive_only and one.scores("machine translation").tolist() == alias.scores("machine translation").tolist()
+    assert make_backend("bm25-2", corpus, ["title"]).scores("machine translation").argmax() in (0, 2)
+    with pytest.raises(Exception) as raised:
+        make_backend("bm25-9", corpus, ["title"])
+    report = describe_error(raised.value)
+    assert report.exit_code == 2 and report.message.startswith("unknown retriever 'bm25-9'")
+
+
 # ----------------------------------------------------------------------------------------------- BM25
 
 
@@ -234,6 +305,17 @@ def test_the_command_rejects_bad_input_with_a_message(eval_tables, tmp_path, cap
     assert "silver" in capsys.readouterr().err
     assert run_cli("--set", f"tables.root={tmp_path}", "--results", str(tmp_path / "r")) == 2
     assert "neither a tables root" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--depth", "--max-queries", "--sample-per-move"])
+def test_a_flag_given_zero_is_validated_not_ignored(eval_tables, tmp_path, capsys, flag):
+    """Flags are applied to the settings before they are validated (cli.common.with_flags): 0 is a bad value
+    for each of these, not "flag not given"."""
+    assert run_cli("--set", f"tables.root={eval_tables}", "--results", str(tmp_path / "r"), flag, "0") == 2
+    key = flag.lstrip("-").replace("-", "_")
+    assert f"invalid evaluation settings: evaluation.{key}: Input should be greater than or equal to 1" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ PYTHON_HALF = ("ratio_spark.core", "ratio_spark.evaluation", "ratio_spark.llm", 
                "ratio_spark.lexicon.loader", "ratio_spark.lexicon.matcher", "ratio_spark.lexicon.curation.llm",
                "ratio_spark.lexicon.curation.formats", "ratio_spark.lexicon.curation.build",
                "ratio_spark.lexicon.curation.patterns", "ratio_spark.cli", "ratio_spark.pipeline.contracts",
-               "ratio_spark.humaneval",
+               "ratio_spark.humaneval", "ratio_spark.browse",
                "ratio_spark.inspire", "ratio_spark.rerank", "ratio_spark.training")
 
 
@@ -30,9 +30,10 @@ def all_modules() -> dict[str, Path]:
     return modules
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module -> project modules it imports anywhere in its code (top level or inside functions); imports
-    under ``if TYPE_CHECKING:`` are for annotations only and never run, so they are left out."""
+def import_graph(type_only_too: bool = False) -> dict[str, set[str]]:
+    """Module -> project modules it imports anywhere in its code (top level or inside functions). Imports
+    under ``if TYPE_CHECKING:`` are for annotations only and never run: left out, unless ``type_only_too``
+    (a module that names another's type still depends on it, for a reader)."""
     modules = all_modules()
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
@@ -40,7 +41,7 @@ def import_graph() -> dict[str, set[str]]:
         type_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
                      and getattr(block.test, "id", None) == "TYPE_CHECKING" for n in ast.walk(block)}
         for node in ast.walk(tree):
-            if id(node) in type_only:
+            if id(node) in type_only and not type_only_too:
                 continue
             targets = []
             if isinstance(node, ast.Import):
@@ -76,14 +77,74 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+# The one known exception, to be removed in the second step of issue 29: core/config.py composes the
+# configuration from the settings sections of the upper packages (an upward import from core, which makes
+# core and those packages one cycle). Nothing else may import upward or in a cycle.
+KNOWN_UPWARD = {"ratio_spark.core.config": {"ratio_spark.evaluation.settings", "ratio_spark.humaneval.settings",
+                                            "ratio_spark.inspire.settings", "ratio_spark.llm.settings",
+                                            "ratio_spark.rerank.settings", "ratio_spark.silver.settings",
+                                            "ratio_spark.training.settings"}}
+
+
+def without_known_exception(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    return {name: targets - KNOWN_UPWARD.get(name, set()) for name, targets in graph.items()}
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Top-level package (``ratio_spark.cli``, ``ratio_spark.lexicon`` with ``lexicon.curation``, ...) -> the
+    top-level packages its modules import: a cycle here means two packages that each need the other."""
+    def top(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    packages: dict[str, set[str]] = {top(name): set() for name in graph}
+    for name, targets in graph.items():
+        packages[top(name)].update(top(t) for t in targets if top(t) != top(name))
+    return packages
+
+
 def test_no_import_cycle():
-    cycle = find_cycle(import_graph())
+    """Between modules, type-only imports included; between top-level packages; both without the known
+    exception (core/config.py's upward imports)."""
+    graph = without_known_exception(import_graph(type_only_too=True))
+    cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+    cycle = find_cycle(package_graph(graph))
+    assert cycle is None, "import cycle between packages: " + " -> ".join(cycle)
 
 
 def test_the_cycle_check_finds_a_cycle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+    # Two packages whose modules import each other, though no module imports itself back.
+    modules = {"ratio_spark.x.a": {"ratio_spark.y.b"}, "ratio_spark.y.c": {"ratio_spark.x.d"},
+               "ratio_spark.y.b": set(), "ratio_spark.x.d": set()}
+    assert find_cycle(modules) is None
+    assert find_cycle(package_graph(modules)) == ["ratio_spark.x", "ratio_spark.y", "ratio_spark.x"]
+
+
+def test_the_known_exception_is_the_only_one():
+    """Without its exception the check fails (core.config -> evaluation.settings -> core...), so it checks."""
+    graph = import_graph()
+    assert find_cycle(package_graph(graph)) is not None
+    assert KNOWN_UPWARD["ratio_spark.core.config"] <= graph["ratio_spark.core.config"]
+
+
+def test_core_imports_nothing_above_it():
+    """core/ is the ground floor: none of its modules imports another package (the known exception aside)."""
+    upward = {name: sorted(t for t in targets if not t.startswith("ratio_spark.core"))
+              for name, targets in without_known_exception(import_graph(type_only_too=True)).items()
+              if name.startswith("ratio_spark.core")}
+    assert {name: t for name, t in upward.items() if t} == {}
+
+
+def test_the_batch_runner_uses_only_the_public_surface_of_the_client():
+    """llm/batch.py is handed the client that owns it; reaching into its private members would tie the two
+    modules into one."""
+    path = PACKAGE_ROOT / "llm" / "batch.py"
+    private = sorted({f"{ast.unparse(node.value)}.{node.attr}" for node in ast.walk(ast.parse(path.read_text()))
+                      if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                      and ast.unparse(node.value) in ("client", "self.client")})
+    assert private == []
 
 
 def test_the_python_half_imports_without_pyspark():
@@ -133,3 +194,51 @@ def test_the_architecture_page_names_every_module():
         parents[depth] = package
         listed |= {path} | {f"{path}.{m.strip()}" for m in modules.split("·") if m.strip()}
     assert listed == set(all_modules()) - {"ratio_spark"}
+
+
+# pipeline/contracts.py writes docs/tables.md by hand; it moves to core.markdown in the second step of issue 29
+# (another change holds the pipeline's files now).
+MARKDOWN_BY_HAND = {"pipeline/contracts.py"}
+
+
+def test_markdown_tables_are_written_one_way():
+    """Every Markdown table comes from core.markdown.markdown_table: no other module writes a |---| rule."""
+    writers = {p.relative_to(PACKAGE_ROOT).as_posix() for p in PACKAGE_ROOT.rglob("*.py")
+               if "---|" in p.read_text(encoding="utf-8")}
+    assert writers == {"core/markdown.py"} | MARKDOWN_BY_HAND
+
+
+def test_every_declared_dependency_is_imported():
+    """A runtime dependency of pyproject.toml that no module imports is dead weight in every install (nltk was:
+    its tokenisers need data from a hub this project may not fetch, and PyStemmer, bm25s and pyinflect already do
+    its stemming, stopwords and inflection)."""
+    import re
+    import tomllib
+    from importlib.metadata import packages_distributions
+
+    declared = tomllib.loads((PACKAGE_ROOT.parent / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {re.split(r"[<>=!~ \[;]", d, maxsplit=1)[0].lower().replace("_", "-") for d in declared}
+    imported = set()
+    for path in PACKAGE_ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported.add(node.module.split(".")[0])
+    distributions = packages_distributions()
+    used = {d.lower().replace("_", "-") for module in imported for d in distributions.get(module, [])}
+    assert names - used == set()
+
+
+def test_the_architecture_page_lists_every_drop_reason_of_segment_and_mine():
+    """docs/architecture.md's table of drops names each reason of core.schema.Reason for the stages it lists in
+    full (the others point to their reader or to docs/benchmark-tables.md), and no code that is not one."""
+    import re
+
+    from ratio_spark.core.schema import reasons_of
+
+    text = (PACKAGE_ROOT.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(): set(re.findall(r"`([a-z_]+)`", line.split("|")[3]))
+            for line in text.splitlines() if line.startswith("| ") and line.count("|") == 4}
+    for stage in ("segment", "mine"):
+        assert rows[stage] == set(reasons_of(stage)), stage

@@ -344,3 +344,22 @@ def test_lexicon_v2_is_v1_plus_vetted_markers():
     assert all("decision" in provenance[m.text] for m in v2.markers if m.source == "pattern")
     build = json.loads((SHIPPED_DIR / "v2" / "build.json").read_text())
     assert build["markers"] == len(v2.markers) and build["base"]["version"] == "v1"
+
+
+def test_lexicon_v3_is_v2_plus_the_elife_review(tmp_path):
+    """v3 as committed: v2's markers with two purpose distractors moved to Address by a decision, every added
+    marker read (a decision says so), and the build reproduces it from its committed decisions."""
+    v2, v3 = load_lexicon("v2"), load_lexicon("v3")
+    moved = {"to test this hypothesis", "to test this"}
+    assert {(m.text, m.role, m.label) for m in v2.markers if m.text not in moved} <= \
+        {(m.text, m.role, m.label) for m in v3.markers}
+    assert {(t, v3.by_text()[t].role, v3.by_text()[t].label) for t in moved} == {(t, "move", "address") for t in moved}
+    provenance = read_provenance(SHIPPED_DIR / "v3")
+    for m in v3.markers:
+        if m.text not in v2.by_text() or m.text in moved:
+            assert "decision" in provenance[m.text] and m.evidence, m.text
+    assert "in mammals" not in v3.by_text()  # a near-miss: in neither lexicon
+    out = tmp_path / "v3"
+    assert main(["lexicon", "build", "--out", str(out), "--base", "v2", "--candidates", str(SHIPPED_DIR / "v3" / "candidates"),
+                 "--decisions", str(SHIPPED_DIR / "v3" / "decisions" / "spans.tsv")]) == 0
+    assert (out / "markers.tsv").read_text() == (SHIPPED_DIR / "v3" / "markers.tsv").read_text()

@@ -34,6 +34,7 @@ from ratio_spark.lexicon.curation.patterns import expand_patterns
 from ratio_spark.lexicon.curation.report import lexicon_report, occurrences
 from ratio_spark.lexicon.curation.span_review import mine_spans, span_counts, write_review
 from ratio_spark.lexicon.matcher import PairCutter
+from ratio_spark.pipeline.pairs import consecutive_pairs
 from ratio_spark.pipeline.stages import run_mine
 from ratio_spark.core.text import normalize_text
 
@@ -75,7 +76,7 @@ def test_span_counts_follow_the_papers_rule(handmade):
     assert counts["however"] == (2, 0)  # "However , spaced" trims to the same span
     assert "to address" not in counts  # only in a flagged sentence
     assert "to address one two three four five six" not in counts  # eight words
-    spans = mine_spans(handmade, top=2, per_span=5, seed=1, lexicon=load_lexicon("v1"))
+    spans = mine_spans(handmade, consecutive_pairs(handmade), top=2, per_span=5, seed=1, lexicon=load_lexicon("v1"))
     assert [(s.span, s.in_lexicon) for s in spans] == [
         ("however", "distractor:contrast"), ("to address this issue", "move:address via to address")]
     assert [p["second_sentence_id"] for p in spans[1].pairs] == ["p1:0:0:1"]  # the paragraph opener has no pair
@@ -83,9 +84,9 @@ def test_span_counts_follow_the_papers_rule(handmade):
 
 def test_span_samples_are_seeded_and_reproducible(sample_sentences):
     _, sentences = sample_sentences
-    first = mine_spans(sentences, top=5, per_span=4, seed=11)
-    again = mine_spans(sentences.repartition(3), top=5, per_span=4, seed=11)
-    other = mine_spans(sentences, top=5, per_span=4, seed=12)
+    first = mine_spans(sentences, consecutive_pairs(sentences), top=5, per_span=4, seed=11)
+    again = mine_spans(sentences.repartition(3), consecutive_pairs(sentences.repartition(3)), top=5, per_span=4, seed=11)
+    other = mine_spans(sentences, consecutive_pairs(sentences), top=5, per_span=4, seed=12)
     ids = lambda spans: [[p["second_sentence_id"] for p in s.pairs] for s in spans]  # noqa: E731
     assert [s.span for s in first][:2] == ["however", "for example"]
     assert all(len(s.pairs) == 4 for s in first)
@@ -98,7 +99,7 @@ def test_span_samples_are_seeded_and_reproducible(sample_sentences):
 
 def test_review_sheets_and_decisions_merge(handmade, tmp_path):
     lexicon = load_lexicon("v1")
-    spans = mine_spans(handmade, top=3, per_span=3, seed=0, lexicon=lexicon)
+    spans = mine_spans(handmade, consecutive_pairs(handmade), top=3, per_span=3, seed=0, lexicon=lexicon)
     summary = write_review(tmp_path, spans, lexicon, {"per_span": 3})
     assert summary["decisions"] == {"kept": 0, "added": 3, "prefilled_from_lexicon": 3}
     page = (tmp_path / "review.html").read_text()
@@ -109,7 +110,7 @@ def test_review_sheets_and_decisions_merge(handmade, tmp_path):
     decisions = read_decisions(tmp_path / "decisions.tsv")
     edited = [Decision(d.span, "reject", "", "curator said no", d.extra) if d.span == "however" else d for d in decisions]
     write_decisions(tmp_path / "decisions.tsv", edited, ("rank", "occurrences", "in_lexicon"))
-    more = mine_spans(handmade, top=4, per_span=3, seed=0, lexicon=lexicon)
+    more = mine_spans(handmade, consecutive_pairs(handmade), top=4, per_span=3, seed=0, lexicon=lexicon)
     assert write_review(tmp_path, more, lexicon, {"per_span": 3})["decisions"]["kept"] == 3
     after = {d.span: d for d in read_decisions(tmp_path / "decisions.tsv")}
     assert after["however"].decision == "reject" and after["however"].note == "curator said no"
@@ -118,7 +119,7 @@ def test_review_sheets_and_decisions_merge(handmade, tmp_path):
 
 def test_extensions_collects_every_extension_up_to_a_comma(handmade):
     prefixes = [Prefix("to address", "address"), Prefix("to remedy", "address")]
-    got = {(r.prefix, r.extension): (r.sentences, r.pairs) for r in collect_extensions(handmade, prefixes).collect()}
+    got = {(r.prefix, r.extension): (r.sentences, r.pairs) for r in collect_extensions(handmade, consecutive_pairs(handmade), prefixes).collect()}
     assert got == {
         ("to address", "to address this issue"): (2, 1),  # the paragraph opener is no pair's second sentence
         ("to address", "to address this"): (1, 1),
@@ -152,7 +153,7 @@ def test_report_counts_what_the_matcher_matches(spark, sample_sentences, tmp_pat
     assert examined == {"clean_sentences": len(clean)}
     assert {k: v["matches"] for k, v in found.items()} == expected
     assert found["for example"]["matches"] > 50
-    summary = lexicon_report(tmp_path, lexicon, "v1", spark, "pairs", sentences=sentences)
+    summary = lexicon_report(tmp_path, lexicon, "v1", spark, "pairs", pairs=consecutive_pairs(sentences))
     table = (tmp_path / "table4.md").read_text()
     assert "| Manual curation |" in table and "| Extendable connective |" in table
     assert 0 < summary["moves"]["specify"]["data"] <= summary["moves"]["specify"]["lexicon"]
@@ -164,7 +165,7 @@ def test_report_counts_what_the_matcher_matches(spark, sample_sentences, tmp_pat
 def test_a_toolkit_built_lexicon_drives_mining(spark, sample_sentences, tmp_path):
     """Spans -> decisions -> extensions -> patterns -> build -> the mine stage -> Table 4 on mined_pairs."""
     root, sentences = sample_sentences
-    spans = mine_spans(sentences, top=25, per_span=3, seed=5)
+    spans = mine_spans(sentences, consecutive_pairs(sentences), top=25, per_span=3, seed=5)
     write_review(tmp_path / "review", spans, None, {"per_span": 3})
     # The curator's calls on the top spans (a fixed table standing in for reading the sheets).
     calls = {"for example": ("accept", "specify"), "for instance": ("accept", "specify"), "specifically": ("accept", "specify"),
@@ -176,7 +177,7 @@ def test_a_toolkit_built_lexicon_drives_mining(spark, sample_sentences, tmp_path
     candidates = tmp_path / "v-test" / "candidates"
     write_candidates(candidates / "spans.tsv", decisions_to_candidates(read_decisions(tmp_path / "decisions.tsv")))
     prefixes = [Prefix("to address", "address"), Prefix("to alleviate", "address")]
-    rows = [r.asDict() for r in collect_extensions(sentences, prefixes).collect()]
+    rows = [r.asDict() for r in collect_extensions(sentences, consecutive_pairs(sentences), prefixes).collect()]
     write_candidates(candidates / "extension.tsv", extension_candidates(rows, prefixes, "sample"))
     write_candidates(candidates / "pattern.tsv", expand_patterns(moves=("broaden", "address"),
                                                                  templates=["broaden-adverb", "address-to-pronoun"]).candidates)

@@ -99,3 +99,21 @@ def test_an_empty_labels_file_is_one_line(tmp_path):
 
     with pytest.raises(LabelsError, match="not a labels CSV"):
         load_labels(_write(tmp_path / "labels.csv", b""))
+
+
+def test_every_shipped_prompt_reads_through_the_one_loader():
+    """core.prompts.read_prompt reads every prompt the package ships (both layouts), and no other module
+    parses a prompt file itself (front matter or [system]/[user] sections)."""
+    import ratio_spark
+    from ratio_spark.core.prompts import read_prompt
+
+    root = Path(ratio_spark.__file__).parent
+    files = [p for p in root.rglob("prompts/**/*") if p.suffix in (".md", ".txt")]
+    assert {p.parent.name for p in files} >= {"prompts", "address"} and len(files) >= 20
+    for path in files:
+        prompt = read_prompt(path)
+        assert prompt.system.strip() and len(prompt.sha256) == 64, path
+        assert prompt.user is not None if path.suffix == ".txt" else prompt.meta.get("id") == prompt.id
+    parsers = [p.relative_to(root).as_posix() for p in root.rglob("*.py")
+               if any(s in p.read_text() for s in ('"[system]"', "yaml.safe_load(head)"))]
+    assert parsers == ["core/prompts.py"]

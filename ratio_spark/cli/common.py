@@ -1,9 +1,11 @@
-"""What every command shares: the configuration flags and the printed summary of a run."""
+"""What every command shares: the configuration flags, applying flags to settings (``with_flags``), the printed
+summary of a run and its ``--summary-json`` file, the LLM client of the ``llm:`` section."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 
 
 def add_config_args(parser: argparse.ArgumentParser) -> None:
@@ -24,16 +26,35 @@ def _print_value(key: str, value, indent: int) -> None:
             _print_value(str(k), v, indent + 1)
     elif isinstance(value, list):
         print(f"{pad}{key + ':':<{max(32 - 2 * indent, 8)}} {', '.join(map(str, value))}")
+    elif isinstance(value, str) and "\n" in value:  # a table: its lines under the key
+        print(f"{pad}{key}:")
+        for line in value.splitlines():
+            print(f"{pad}  {line}")
     else:
         print(f"{pad}{key:<{max(32 - 2 * indent, 8)}} {value}")
 
 
-def print_summary(summary: dict) -> None:
-    """A stage's summary as an indented block headed ``== <stage> ==``."""
-    print(f"\n== {summary['stage']} ==")
+def print_summary(summary: dict, title: str | None = None) -> None:
+    """A summary as an indented block headed ``== <title> ==`` (default: its ``stage`` or ``command``, which
+    the block then leaves out): nested dicts indent, lists join with commas, a multi-line text (a table)
+    prints under its key."""
+    heading = title or summary.get("stage") or summary.get("command")
+    print(f"\n== {heading} ==")
     for key, value in summary.items():
-        if key != "stage":
+        if title is not None or key not in ("stage", "command"):
             _print_value(key, value, 1)
+    sys.stdout.flush()
+
+
+def write_summary(path: str | None, value) -> None:
+    """``--summary-json``: ``value`` (a summary, or a list of them) as JSON at ``path`` (its folder made);
+    nothing when the flag was not given. The one writer of every command's summary file."""
+    if path:
+        import json
+        from pathlib import Path
+
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(value, indent=2, default=str))
 
 
 def add_local_server_args(parser: argparse.ArgumentParser, what: str, rerank_context: bool = False) -> None:
@@ -94,39 +115,38 @@ def llm_client(settings, model: str, local_server: bool = False, local_port: int
     yield LLMClient(settings), model
 
 
+def port(text: str) -> int:
+    """An argparse type for --port: a usage error, not a bind() traceback, for a port outside 0-65535."""
+    value = int(text) if text.isdigit() else -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0-65535; 0 takes a free one)")
+    return value
+
+
 def comma_list(text: str) -> list[str]:
     """The items of a comma-separated option ("specify, address" -> ["specify", "address"]), blanks dropped."""
     return [item.strip() for item in text.split(",") if item.strip()]
 
 
-def validated_settings(tree: dict, section: str = "evaluation"):
-    """The settings of a configuration ``section`` (its model in ``Config``) from a tree of values, as
-    command-line flags changed it; a bad key is a ConfigError naming it."""
+def with_flags(config, flags: dict):
+    """The one way a command changes settings: ``config`` with its command-line flags applied, validated again
+    as a whole (so a bad flag fails like a bad --set, a ConfigError naming the key). ``flags`` maps a dotted key
+    (``evaluation.split``, ``evaluation.dense.index.kind``) to the flag's value; None means not given."""
     from pydantic import ValidationError
 
-    from ratio_spark.core.config import Config, ConfigError, validation_message
+    from ratio_spark.core.config import ConfigError, validation_message
 
+    tree = config.model_dump()
+    for key, value in flags.items():
+        if value is None:
+            continue
+        *path, last = key.split(".")
+        node = tree
+        for part in path:
+            node = node[part]
+        node[last] = value
     try:
-        return Config.model_fields[section].annotation.model_validate(tree)
+        return type(config).model_validate(tree)
     except ValidationError as exc:
-        raise ConfigError(validation_message(exc, f"invalid {section} settings", prefix=f"{section}.")) from None
-
-
-def resolved_config(config, settings) -> dict:
-    """The configuration a run used: the file and --set overrides, with the command's flags applied."""
-    tree = config.model_dump(mode="json")
-    tree["evaluation"] = settings.model_dump(mode="json")
-    return tree
-
-
-def write_results_manifest(folder, command: str, config_tree: dict, data, result, *, tables_root: str | None,
-                           lexicon: str, seeds: dict, timings: dict, extra_inputs: dict | None = None) -> None:
-    """The manifest of a results folder (``ratio_spark.evaluation.manifest``): the data read, the models of
-    the systems, the lexicon, and what the command adds (runs, prompts, LLM endpoints)."""
-    from ratio_spark.evaluation.data import lexicon_versions
-    from ratio_spark.evaluation.manifest import build_manifest, lexicon_entry, model_inputs, write_manifest
-
-    inputs = {**data.inputs, **model_inputs(result.systems), **(extra_inputs or {}),
-              "lexicon": lexicon_entry(lexicon, lexicon_versions(tables_root) if tables_root else None)}
-    write_manifest(folder, build_manifest(command, config_tree, inputs, seeds=seeds, timings=timings))
-
+        sections = sorted({str(err["loc"][0]) for err in exc.errors() if err["loc"]})
+        raise ConfigError(validation_message(exc, f"invalid {'/'.join(sections)} settings")) from None

@@ -15,7 +15,6 @@ spark-submit, ``jobs/lexicon_*.py`` call this same command.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -130,6 +129,7 @@ def _spark(config):
 
 def _run_spans(args) -> dict:
     from ratio_spark.lexicon.curation.span_review import mine_spans, write_review
+    from ratio_spark.pipeline.pairs import consecutive_pairs
     from ratio_spark.pipeline.tables import read_table, table_location
 
     config = _load_config(args)
@@ -140,7 +140,8 @@ def _run_spans(args) -> dict:
     top = args.top if args.top is not None else (0 if only is not None else 400)
     what = f"{len(only)} given phrases" if only is not None else f"the top {top} spans"
     _log(f"spans: counting opening spans of {table_location(config, 'sentences')}, sampling {args.per_span} pairs for {what}")
-    spans = mine_spans(sentences, top, args.per_span, args.seed, args.max_words, lexicon, only)
+    spans = mine_spans(sentences, consecutive_pairs(sentences), top, args.per_span, args.seed, args.max_words, lexicon,
+                       only)
     meta = {"sentences": table_location(config, "sentences"), "top": top or None,
             "phrases": args.phrases, "per_span": args.per_span, "seed": args.seed, "max_words": args.max_words,
             "lexicon": lexicon.version if lexicon else None}
@@ -182,7 +183,8 @@ def _run_extensions(args) -> dict:
     spark = _spark(config)
     sentences = read_table(spark, config, "sentences")
     _log(f"extensions: {len(prefixes)} prefixes, up to {args.max_words} words up to a comma, over {table_location(config, 'sentences')}")
-    rows = [r.asDict() for r in collect_extensions(sentences, prefixes, args.max_words).collect()]
+    pairs = consecutive_pairs(sentences)
+    rows = [r.asDict() for r in collect_extensions(sentences, pairs, prefixes, args.max_words).collect()]
     candidates = extension_candidates(rows, prefixes, args.corpus)
     written = write_candidates(args.out, candidates)
     per_prefix = {}
@@ -193,7 +195,7 @@ def _run_extensions(args) -> dict:
     summary = {"command": "lexicon extensions", "prefixes": len(prefixes), "candidates_written": written, "out": args.out,
                "by_prefix": per_prefix}
     if args.sheets:
-        sampled = sample_extensions(consecutive_pairs(sentences), prefixes, args.per_prefix, args.seed, args.max_words)
+        sampled = sample_extensions(pairs, prefixes, args.per_prefix, args.seed, args.max_words)
         by_prefix: dict[str, list] = {}
         for r in sampled.select("prefix", "sample_rank", *PAIR_COLUMNS).collect():
             by_prefix.setdefault(r.prefix, []).append(r.asDict())
@@ -246,22 +248,24 @@ def _run_build(args) -> dict:
 def _run_report(args) -> dict:
     from ratio_spark.lexicon.loader import load_lexicon
     from ratio_spark.lexicon.curation.report import lexicon_report
+    from ratio_spark.pipeline.pairs import consecutive_pairs
     from ratio_spark.pipeline.tables import read_table
 
     config = _load_config(args)
     name = args.lexicon or config.mining.lexicon
     lexicon = load_lexicon(name)
     against = None if args.against == "none" else args.against
-    spark = sentences = mined = None
+    spark = sentences = mined = pairs = None
     if against is not None:
         spark = _spark(config)
         if against == "mined_pairs":
             mined = read_table(spark, config, "mined_pairs")
         else:
             sentences = read_table(spark, config, "sentences")
+            pairs = consecutive_pairs(sentences) if against == "pairs" else None
         _log(f"report: matching lexicon {lexicon.version} against {against} of {config.tables.root}")
     summary = lexicon_report(args.out, lexicon, name, spark, against, sentences, mined, config.tables.root,
-                             config.mining.require_comma, config.mining.max_extension_words)
+                             config.mining.require_comma, config.mining.max_extension_words, pairs)
     return {"command": "lexicon report", **summary}
 
 
@@ -269,23 +273,10 @@ RUNNERS = {"spans": _run_spans, "extensions": _run_extensions, "patterns": _run_
            "build": _run_build, "report": _run_report}
 
 
-def _print(summary: dict) -> None:
-    print(f"\n== {summary.get('command', 'lexicon')} ==")
-    for key, value in summary.items():
-        if key == "command":
-            continue
-        if isinstance(value, dict) and len(json.dumps(value, default=str)) > 100:
-            print(f"  {key}:")
-            for k, v in value.items():
-                print(f"    {k:<40} {json.dumps(v, default=str) if isinstance(v, (dict, list)) else v}")
-        else:
-            print(f"  {key:<42} {json.dumps(value, default=str) if isinstance(value, (dict, list)) else value}")
-
-
 def run(args) -> int:
+    from ratio_spark.cli.common import print_summary, write_summary
+
     summary = RUNNERS[args.lexicon_command](args)
-    _print(summary)
-    if getattr(args, "summary_json", None):
-        Path(args.summary_json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.summary_json).write_text(json.dumps(summary, indent=2, default=str))
+    print_summary(summary)
+    write_summary(getattr(args, "summary_json", None), summary)
     return 0

@@ -11,7 +11,6 @@ Endpoints come from the ``llm:`` section of the configuration. ``generate`` merg
 from __future__ import annotations
 
 import argparse
-import json
 from collections import Counter
 from pathlib import Path
 
@@ -55,9 +54,9 @@ def run(args: argparse.Namespace) -> int:
         summary = _generate(args, config, client) if args.action == "generate" else _label(args, config, client)
         summary["usage"] = client.usage()
         print("\nLLM usage (this run):\n" + client.usage_report())
-    if args.summary_json:
-        Path(args.summary_json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.summary_json).write_text(json.dumps(summary, indent=2))
+    from ratio_spark.cli.common import write_summary
+
+    write_summary(args.summary_json, summary)
     return 1 if summary.get("failed") else 0
 
 

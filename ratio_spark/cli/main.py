@@ -33,6 +33,7 @@ COMMAND_GROUPS: dict[str, str] = {
     "humaneval": "ratio_spark.cli.humaneval",
     "inspire": "ratio_spark.cli.inspire",
     "update": "ratio_spark.cli.update",
+    "browse": "ratio_spark.cli.browse",
 }
 # Attributes that name a subcommand, in order: "lexicon spans", "silver build", ...
 _SUBCOMMAND_ATTRS = ("command", "lexicon_command", "silver_command", "action", "models_command", "humaneval_command",

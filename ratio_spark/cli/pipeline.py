@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-from ratio_spark.cli.common import add_config_args, print_summary
+from ratio_spark.cli.common import add_config_args, print_summary, write_summary
 from ratio_spark.core.config import Config, load_config
 from ratio_spark.core.errors import USAGE_EXIT
 from ratio_spark.pipeline.contracts import CONTRACTS, PIPELINE  # declarations only: no pyspark for --help
@@ -23,27 +22,35 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
             parser.add_argument("--check", action="store_true",
                                 help="run the pre-flight checks only (inputs, lexicon, tables, roots, jars) and exit")
         parser.set_defaults(handler=run)
-    jars = sub.add_parser("jars", help="fetch the Delta Lake and Spark NLP jars with Maven (cached) and list them")
-    jars.add_argument("--profile", default="spark35")
+    jars = sub.add_parser("jars", help="fetch the jars a configuration needs (Delta Lake; Spark NLP with "
+                                       "segment.engine: sparknlp) with Maven (cached) and list them")
+    jars.add_argument("--conf", help="YAML configuration whose jars to list; defaults apply without one")
+    jars.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                      help="override a setting, e.g. --set segment.engine=sparknlp")
+    jars.add_argument("--profile", help="the Spark line (default: the configuration's spark.jars.profile)")
+    jars.add_argument("--all", action="store_true", help="every component, whatever the configuration needs")
     jars.add_argument("--comma", action="store_true", help="print one comma-separated line (for spark-submit --jars)")
     jars.set_defaults(handler=run_jars)
 
 
 def run_jars(args: argparse.Namespace) -> int:
-    from ratio_spark.pipeline.jars import ensure_jars
+    from ratio_spark.pipeline.jars import COMPONENTS, components, ensure_jars
 
-    jars = ensure_jars(args.profile)
+    config = load_config(args.conf, args.overrides)
+    wanted = COMPONENTS if args.all else components(config)
+    jars = ensure_jars(args.profile or config.spark.jars.profile, config.spark.jars.cache_dir, wanted=wanted)
     print(",".join(map(str, jars)) if args.comma else "\n".join(map(str, jars)))
     return 0
 
 
 def run_stages(config: Config, stages: list[str]) -> list[dict]:
     import ratio_spark
+    from ratio_spark.pipeline.jars import components
     from ratio_spark.pipeline.runner import run_stage
     from ratio_spark.pipeline.session import build_spark_session
 
     print(f"ratio-spark {ratio_spark.__version__} from {Path(ratio_spark.__file__).parent}", flush=True)
-    spark = build_spark_session(config.spark)
+    spark = build_spark_session(config.spark, spark_nlp="sparknlp" in components(config, stages))
     summaries = []
     for stage in stages:
         summary = run_stage(spark, config, stage)
@@ -66,8 +73,6 @@ def run(args: argparse.Namespace) -> int:
         return 0 if all(c.ok for c in checks) else USAGE_EXIT
     require(checks)
     summaries = run_stages(config, stages)
-    if args.summary_json:
-        Path(args.summary_json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.summary_json).write_text(json.dumps(summaries, indent=2, default=str))
+    write_summary(args.summary_json, summaries)
     print(f"\nTables are under {config.tables.root} (Delta; read them with Spark or the `deltalake` package).")
     return 0

@@ -121,26 +121,28 @@ def _lexicon(name: str) -> Check:
     return Check("lexicon", True, f"{name}: {len(lexicon.markers)} markers ({moves} move markers)")
 
 
-def _jars(config: Config) -> Check:
+def _jars(config: Config, stages: list[str]) -> Check:
     import shutil
 
-    from ratio_spark.pipeline.jars import is_cached
+    from ratio_spark.pipeline.jars import components, is_cached
 
     mode = config.spark.jars.mode
+    wanted = components(config, stages)
+    what = " and ".join({"delta": "Delta Lake", "sparknlp": "Spark NLP (segment.engine: sparknlp)"}[c] for c in wanted)
     if mode != "local":
-        return Check("jars", True, f"mode {mode}: " + ("Spark fetches them" if mode == "packages" else "the cluster has them"))
+        return Check("jars", True, f"mode {mode}: {what}; " + ("Spark fetches them" if mode == "packages" else "the cluster has them"))
     cache = Path(config.spark.jars.cache_dir or paths.cache_dir("jars")).expanduser()
-    if is_cached(config.spark.jars.profile, cache):
-        return Check("jars", True, f"mode local: cached in {cache / config.spark.jars.profile}")
+    if is_cached(config.spark.jars.profile, cache, wanted):
+        return Check("jars", True, f"mode local: {what}, cached in {cache / config.spark.jars.profile}")
     if shutil.which("mvn"):
-        return Check("jars", True, f"mode local: Maven fetches them once into {cache}")
-    return Check("jars", False, "mode local needs Maven (mvn) once to fetch the Delta Lake and Spark NLP jars: install "
+        return Check("jars", True, f"mode local: Maven fetches {what} once into {cache}")
+    return Check("jars", False, f"mode local needs Maven (mvn) once to fetch the {what} jars: install "
                                 "it, or set spark.jars.mode to packages or provided")
 
 
 def pipeline_checks(config: Config, stages: list[str]) -> list[Check]:
     """Everything the pipeline stages ``stages`` (run in this order) need before Spark starts."""
-    checks = [_jars(config)]
+    checks = [_jars(config, stages)]
     if "ingest" in stages:
         checks += _inputs(config)
     if "mine" in stages:

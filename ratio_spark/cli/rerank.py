@@ -16,6 +16,7 @@ import json
 import sys
 import time
 from pathlib import Path
+
 from ratio_spark.cli.common import comma_list
 
 
@@ -40,41 +41,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------------------------------------- shared with evaluate
 
 
-def rerank_into(result, data, config, model: str, results_folder, args):
-    """Rerank the first-stage systems of ``result`` in place: (report, manifest inputs). An interrupt, a batch
-    still running or a bad answer reach the CLI's one handler (a rerun resumes from the cache)."""
+def _log(line: str) -> None:
+    print(line, flush=True)
+
+
+def llm_reranker(config, args):
+    """The second stage of ``evaluation.workflow.write_evaluation``: ``rerank.model`` through the llm: section,
+    or the bundled local server with --local-server (started only when the first stage is done)."""
     from ratio_spark.cli.common import llm_client
-    from ratio_spark.evaluation.manifest import files_entry
-    from ratio_spark.rerank.runner import rerank_systems
+    from ratio_spark.rerank.runner import rerank_with_endpoint
 
-    settings = config.rerank.model_copy(update={"model": model})
-    state_dir = Path(settings.batch_state_dir or Path(results_folder) / "rerank" / "batches")
-    result.window = settings.candidates
-    with llm_client(config.llm, model, args.local_server, args.local_port, local_n_ctx=args.local_n_ctx) \
-            as (client, name):
-        report = rerank_systems(result, data, client, settings, model=name, state_dir=state_dir,
-                                log=lambda line: print(line, flush=True))
-        inputs = report.manifest_inputs(client.endpoint(name))
-    if args.local_server:
-        from ratio_spark.llm.local_server import gemma_model_path
+    def open_client():
+        return llm_client(config.llm, config.rerank.model, args.local_server, args.local_port,
+                          local_n_ctx=args.local_n_ctx)
 
-        inputs[f"model:llm:{model}"] = files_entry(gemma_model_path(), name="bundled gemma 3 270M GGUF")
-    return report, inputs
+    def rerank(result, data):
+        report, inputs = rerank_with_endpoint(result, data, config.rerank, open_client, config.evaluation.results,
+                                              log=_log)
+        if args.local_server:
+            from ratio_spark.evaluation.manifest import files_entry
+            from ratio_spark.llm.local_server import gemma_model_path
+
+            inputs[f"model:llm:{config.rerank.model}"] = files_entry(gemma_model_path(), name="bundled gemma 3 270M GGUF")
+        return report, inputs
+
+    return rerank
 
 
 def print_rerank_report(report) -> int:
     """Counts and the client's usage; exit 1 when a query failed (a rerun retries only those)."""
-    import pandas as pd
-
-    print("\n== rerank ==")
-    with pd.option_context("display.width", 200, "display.max_columns", 30):
-        columns = ["system", "move", "queries", "not_sent", "reranked", "repaired", "failed", "requests", "cached",
-                   "reasks", "answers_with_defects"]
-        print("  " + report.counts[columns].to_string(index=False).replace("\n", "\n  "))
-    print("\nLLM client usage:\n" + report.usage_report)
-    if report.failed:
-        print(f"\n{report.failed} queries failed; they score zero in every table. Run the same command again: answered "
-              "requests come from the cache, only the failed ones are sent.", file=sys.stderr)
+    print(report.console())
+    note = report.failure_note()
+    if note:
+        print("\n" + note, file=sys.stderr)
         return 1
     return 0
 
@@ -94,89 +93,60 @@ def _defaults_from(folder: Path) -> dict:
     return defaults
 
 
-def run(args) -> int:
-    from ratio_spark.cli.common import resolved_config, validated_settings, write_results_manifest
-    from ratio_spark.core.config import ConfigError, load_config
-    from ratio_spark.evaluation.runs import RunError, read_run_files, runs_of_results
+def _runs(args) -> tuple[list[tuple[str, str, Path]], dict]:
+    """The first-stage runs to rerank (name, label, path), and the evaluation settings they imply."""
+    from ratio_spark.evaluation.runs import RunError, runs_of_results
 
-    config = load_config(args.conf, args.overrides)
-    if bool(args.from_results) == bool(args.run):
-        raise ConfigError("give either --from-results FOLDER or --run NAME=PATH (one or more)")
-    tree = config.evaluation.model_dump()
-    if args.from_results:
-        runs = runs_of_results(args.from_results)  # first: it says so when the folder is not a results folder
-        tree.update({k: v for k, v in _defaults_from(Path(args.from_results)).items() if v is not None})
-        if args.systems:
-            wanted = comma_list(args.systems)
-            unknown = sorted(set(wanted) - {name for name, _, _ in runs})
-            if unknown:
-                raise RunError(f"--systems {unknown} are not in {args.from_results} "
-                               f"(it has {[name for name, _, _ in runs]})")
-            runs = [r for r in runs if r[0] in wanted]
-    else:
+    if not args.from_results:
         runs = []
         for spec in args.run:
             name, sep, path = spec.partition("=")
             if not sep or not name or not path:
                 raise RunError(f"--run {spec!r} must look like NAME=PATH")
             runs.append((name, name, Path(path)))
-    for key, value in (("split", args.split), ("source", args.source), ("sample_per_move", args.sample_per_move)):
-        if value:
-            tree[key] = value
+        return runs, {}
+    runs = runs_of_results(args.from_results)  # first: it says so when the folder is not a results folder
+    defaults = _defaults_from(Path(args.from_results))
+    if args.systems:
+        wanted = comma_list(args.systems)
+        unknown = sorted(set(wanted) - {name for name, _, _ in runs})
+        if unknown:
+            raise RunError(f"--systems {unknown} are not in {args.from_results} "
+                           f"(it has {[name for name, _, _ in runs]})")
+        runs = [r for r in runs if r[0] in wanted]
+    return runs, defaults
+
+
+def run(args) -> int:
+    from ratio_spark.cli.common import print_summary, with_flags, write_summary
+    from ratio_spark.core.config import ConfigError, load_config
+
+    config = load_config(args.conf, args.overrides)
+    if bool(args.from_results) == bool(args.run):
+        raise ConfigError("give either --from-results FOLDER or --run NAME=PATH (one or more)")
+    runs, defaults = _runs(args)
     results = args.results or (f"{str(args.from_results).rstrip('/')}-rerank" if args.from_results
                                else config.evaluation.results)
-    tree["results"] = results
-    settings = validated_settings(tree)
+    given = {"evaluation.split": args.split, "evaluation.source": args.source,
+             "evaluation.sample_per_move": args.sample_per_move, "evaluation.results": results,
+             "rerank.model": args.model}
+    config = with_flags(config, {**{f"evaluation.{key}": value for key, value in defaults.items()},
+                                 **{key: value for key, value in given.items() if value is not None}})
 
-    from ratio_spark.evaluation.data import load_split
-    from ratio_spark.evaluation.manifest import files_entry
-    from ratio_spark.evaluation.reports import write_results
-    from ratio_spark.evaluation.runner import add_system, empty_result
+    from ratio_spark.evaluation.runner import empty_result
+    from ratio_spark.evaluation.workflow import add_runs, data_lines, load_benchmark, summary_lines, write_evaluation
 
     started = time.perf_counter()
-    source = settings.source or config.tables.root
-    silver = settings.silver_table or (config.tables.location("silver") if not settings.source else None)
-    data = load_split(source, settings.split, settings.moves, settings.queries, silver, settings.max_queries,
-                      settings.sample_per_move, settings.sample_seed)
-    result = empty_result(data, settings.cutoffs, config.rerank.candidates)
-    run_inputs, coverage = {}, {}
-    for name, label, path in runs:
-        rankings = read_run_files(path)
-        by_move = {move: {q.query_id: rankings[q.query_id] for q in queries if q.query_id in rankings}
-                   for move, queries in data.queries.items()}
-        in_split = {q.query_id for queries in data.queries.values() for q in queries}
-        coverage[name] = {"split_queries_missing_from_run": len(in_split - set(rankings)),
-                          "run_queries_outside_split": len(set(rankings) - in_split)}
-        if not set(rankings) & in_split:
-            raise RunError(f"run {name} ({path}) holds none of the {len(in_split)} queries of the "
-                           f"{settings.split} split: wrong split or wrong run?")
-        add_system(result, data, {"name": name, "label": label, "run": str(path)}, by_move)
-        run_inputs[f"run:{name}"] = files_entry(path, ["*.trec"])
-    print(f"== rerank: {settings.split} split, {data.query_set} queries, from {data.source} ==")
-    print("  queries_by_move                " + ", ".join(f"{m} {len(q)}" for m, q in data.queries.items()))
+    data = load_benchmark(config)
+    result = empty_result(data, config.evaluation.cutoffs, config.rerank.candidates)
+    run_inputs, coverage = add_runs(result, data, runs)
+    title, lines = data_lines(data, config.evaluation)
     for name, cover in coverage.items():
-        print(f"  run {name:<26} " + ", ".join(f"{k} {v}" for k, v in cover.items()))
+        lines[f"run {name}"] = ", ".join(f"{k} {v}" for k, v in cover.items())
+    print_summary(lines, f"rerank: {title}")
 
-    if args.model:
-        config.rerank.model = args.model
-    report, inputs = rerank_into(result, data, config, config.rerank.model, results, args)
-    elapsed = time.perf_counter() - started
-    written = write_results(result, results, significance=settings.significance, extra_summary={
-        "settings": settings.model_dump(mode="json"), "elapsed_seconds": round(elapsed, 1), "runs": coverage,
-        "rerank": report.summary()})
-    written.update(report.write(results))
-    tree = resolved_config(config, settings)
-    write_results_manifest(results, "rerank", tree, data, result,
-                           tables_root=None if data.source.startswith("release:") else source,
-                           lexicon=config.mining.lexicon, extra_inputs={**run_inputs, **inputs},
-                           seeds={"significance": settings.significance.seed,
-                                  **({"query_sample": settings.sample_seed} if settings.sample_per_move else {})},
-                           timings={"elapsed_seconds": round(elapsed, 1), "rerank_seconds": round(report.seconds, 1)})
-    print("\n== rerank: MRR@10 (%), full pool ==")
-    print("  " + result.table("M@10").round(1).to_string().replace("\n", "\n  "))
-    print(f"\n  results                        {results}: "
-          + ", ".join(sorted(k for k in written if k != "runs")) + ", manifest.json")
-    if args.summary_json:
-        Path(args.summary_json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.summary_json).write_text(Path(written["summary.json"]).read_text())
-    return print_rerank_report(report)
+    written = write_evaluation("rerank", config, data, result, started=started, second_stage=llm_reranker(config, args),
+                               extra_summary={"runs": coverage}, extra_inputs=run_inputs)
+    print_summary(summary_lines(result, written), "rerank: summary")
+    write_summary(args.summary_json, written.summary)
+    return print_rerank_report(written.report)

@@ -9,7 +9,6 @@ markers vs acceptance). See docs/silver.md.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from ratio_spark.cli.common import comma_list
@@ -108,12 +107,11 @@ def _cmd_sample(config, args) -> int:
 
 
 def _cmd_build(config, args) -> int:
+    from ratio_spark.cli.common import with_flags, write_summary
     from ratio_spark.silver.build import build_silver
 
-    if args.model:
-        config.silver.model = args.model
-    with _client(config, args) as (client, model):
-        config.silver.model = model
+    config = with_flags(config, {"silver.model": args.model})
+    with _client(config, args) as (client, _):
         result = build_silver(config.silver, config.tables.location, client, split=args.split)
     counts = result.counts()
     _print_frame(f"silver {args.split or config.silver.split} (judge {result.run.model} = {result.run.model_id}, "
@@ -122,12 +120,10 @@ def _cmd_build(config, args) -> int:
     _print_frame("cost (tokens paid in this run; cached answers are free)", cost)
     print("\nLLM client usage:\n" + result.run.usage_report)
     print(f"\nsilver table: {result.location}  (accepted = true selects the silver queries)")
-    if args.cost_json:
-        Path(args.cost_json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.cost_json).write_text(json.dumps({
-            "counts": counts.to_dict("records"), "cost": cost.to_dict("records"), "client_usage": result.run.usage,
-            "cost_usd": result.run.cost_usd, "transport": result.run.transport, "judge_model_id": result.run.model_id,
-        }, indent=2, default=str))
+    write_summary(args.cost_json, {
+        "counts": counts.to_dict("records"), "cost": cost.to_dict("records"), "client_usage": result.run.usage,
+        "cost_usd": result.run.cost_usd, "transport": result.run.transport, "judge_model_id": result.run.model_id,
+    })
     failed = int(counts["failed"].sum())
     if failed:
         errors = result.run.verdicts["error"].value_counts().to_dict()

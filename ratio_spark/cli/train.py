@@ -14,9 +14,9 @@ on PySpark's TorchDistributor (``--launcher torch_distributor``). See docs/train
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
+
 from ratio_spark.cli.common import comma_list
+from ratio_spark.core.schema import PREFIX_MODES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fit.add_argument("--moves", help="comma-separated moves (default: training.moves)")
     fit.add_argument("--mode", choices=["per_move", "unified"], help="one model per move, or one for all moves")
     fit.add_argument("--model", help="base model: minilm, mpnet, a folder or a sentence-transformers name")
-    fit.add_argument("--prefix", choices=["none", "generic", "recommended", "instructions"])
+    fit.add_argument("--prefix", choices=PREFIX_MODES)
     fit.add_argument("--hyperparameters", help="hyperparameter file: a shipped one by name (minilm, mpnet) or a path")
     fit.add_argument("--configurations", help="comma-separated configuration ids of the file (default: all)")
     fit.add_argument("--loss", choices=["mnrl", "cached_mnrl"])
@@ -53,34 +53,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a row to show as not run, e.g. 'all-mpnet-base-v2 (generic prefix) Tuned' (repeatable)")
 
 
-def _settings(args, config):
-    from ratio_spark.cli.common import validated_settings
-
-    tree = config.training.model_dump()
+def _flags(args) -> dict:
+    """The flags given, as dotted settings keys (``cli.common.with_flags``); None: not given."""
     simple = {"source": args.source, "mode": args.mode, "model": args.model, "prefix": args.prefix,
               "hyperparameters": args.hyperparameters, "loss": args.loss, "output": args.output,
-              "run_name": args.run_name, "eval_steps": args.eval_steps, "max_train_pairs": args.max_train_pairs}
-    tree.update({key: value for key, value in simple.items() if value is not None})
-    if args.moves:
-        tree["moves"] = comma_list(args.moves)
-    if args.configurations:
-        tree["configurations"] = comma_list(args.configurations)
-    if args.hard_negatives:
-        tree["hard_negatives"]["enabled"] = True
-    if args.launcher:
-        tree["distributed"]["launcher"] = args.launcher
-    if args.num_processes:
-        tree["distributed"]["num_processes"] = args.num_processes
-    if args.no_progress:
-        tree["progress"] = False
-    return validated_settings(tree, "training")
+              "run_name": args.run_name, "eval_steps": args.eval_steps, "max_train_pairs": args.max_train_pairs,
+              "moves": comma_list(args.moves) if args.moves else None,
+              "configurations": comma_list(args.configurations) if args.configurations else None,
+              "hard_negatives.enabled": True if args.hard_negatives else None,
+              "distributed.launcher": args.launcher or None, "distributed.num_processes": args.num_processes or None,
+              "progress": False if args.no_progress else None}
+    return {f"training.{key}": value for key, value in simple.items()}
 
 
 def run(args) -> int:
+    from ratio_spark.cli.common import with_flags
     from ratio_spark.core.config import load_config
 
-    config = load_config(args.conf, args.overrides)
-    settings = _settings(args, config)
+    config = with_flags(load_config(args.conf, args.overrides), _flags(args))
+    settings = config.training
     if args.action == "report":
         return _report(args)
 
@@ -114,19 +105,24 @@ def _fit(args, config, settings) -> int:
             "model": run.model_dir,
             "evaluate_with": f"--retrievers {run.evaluate_spec}",
         }
-    from ratio_spark.cli.common import print_summary
+    from ratio_spark.cli.common import print_summary, write_summary
 
     print_summary(summary)
-    if args.summary_json:
-        Path(args.summary_json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.summary_json).write_text(json.dumps([r.to_dict() for r in runs], indent=2, default=str))
+    write_summary(args.summary_json, [r.to_dict() for r in runs])
     return 0
 
 
 def _launch_on_torch_distributor(args, config, settings) -> int:
     from ratio_spark.training.distributor import run_on_torch_distributor
 
-    return run_on_torch_distributor(config, settings)
+    return run_on_torch_distributor(config, settings, train_process)
+
+
+def train_process(conf_path: str) -> int:
+    """One training process under TorchDistributor: ``ratio-spark train`` with the resolved configuration."""
+    from ratio_spark.cli.main import main
+
+    return main(["train", "--conf", conf_path, "--no-progress"])
 
 
 def _report(args) -> int:
@@ -141,8 +137,8 @@ def _report(args) -> int:
         if not sep:
             raise UserError(f"--baseline {item!r} must look like MODEL=SPEC, e.g. minilm=dense:minilm:generic")
         baselines[model] = spec
-    written = write_report(args.evaluation, args.runs, args.out or args.evaluation, baselines, args.not_run)
-    print("\n== train report ==")
-    for name, path in written.items():
-        print(f"  {name:<30} {path}")
+    from ratio_spark.cli.common import print_summary
+
+    print_summary(write_report(args.evaluation, args.runs, args.out or args.evaluation, baselines, args.not_run),
+                  "train report")
     return 0

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
-from ratio_spark.cli.common import add_config_args, print_summary
+from ratio_spark.cli.common import add_config_args, print_summary, write_summary
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,16 +16,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ratio_spark.cli.preflight import require, update_checks
     from ratio_spark.core.config import load_config
+    from ratio_spark.pipeline.jars import components
     from ratio_spark.pipeline.session import build_spark_session
-    from ratio_spark.pipeline.update import INCREMENTAL, REBUILT, update
+    from ratio_spark.pipeline.update import INCREMENTAL, REBUILT, check_no_update_running, update
 
     config = load_config(args.conf, args.overrides)
-    require(update_checks(config, args.inputs, ["segment", *INCREMENTAL, *REBUILT]))  # before the JVM starts
-    summary = update(build_spark_session(config.spark), config, args.inputs)
+    stages = ["segment", *INCREMENTAL, *REBUILT]
+    require(update_checks(config, args.inputs, stages))  # before the JVM starts
+    check_no_update_running(config)  # a second update stops here, in a moment; `update` holds the lock
+    summary = update(build_spark_session(config.spark, spark_nlp="sparknlp" in components(config, stages)), config,
+                     args.inputs)
     for stage_summary in summary.pop("stages").values():
         print_summary(stage_summary)
     print_summary({"stage": "update", **summary})
-    if args.summary_json:
-        Path(args.summary_json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.summary_json).write_text(json.dumps(summary, indent=2, default=str))
+    write_summary(args.summary_json, summary)
     return 0

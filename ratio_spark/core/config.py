@@ -37,9 +37,9 @@ SHIPPED_CONF_DIR = resources.files("ratio_spark") / "conf"
 
 
 class JarsConfig(StrictModel):
-    """How the Delta Lake and Spark NLP jars reach Spark.
+    """How the Delta Lake and Spark NLP jars reach Spark (Spark NLP's only when ``segment.engine: sparknlp`` runs).
 
-    ``local``: resolve once with Maven into a cache and pass them as ``spark.jars`` (laptops, CI).
+    ``local``: resolve once with Maven into a cache and pass them to Spark (laptops, CI).
     ``packages``: let Spark resolve Maven coordinates (``spark.jars.packages``; EMR).
     ``provided``: the cluster already has them (Databricks: Delta built in, Spark NLP as a cluster library).
     """
@@ -51,11 +51,16 @@ class JarsConfig(StrictModel):
         default_factory=lambda: ["io.delta:delta-spark_2.12:3.3.2", "com.johnsnowlabs.nlp:spark-nlp_2.12:5.5.3"]
     )
 
+    def packages_for(self, spark_nlp: bool) -> list[str]:
+        """The coordinates a session needs: Spark NLP's (group com.johnsnowlabs.nlp) only with ``spark_nlp``."""
+        return [p for p in self.packages if spark_nlp or not p.startswith("com.johnsnowlabs.nlp:")]
+
 
 class SparkConfig(StrictModel):
     master: str | None = "local[2]"  # None: leave it to spark-submit / the cluster
     app_name: str = "ratio-spark"
     log_level: Literal["ERROR", "WARN", "INFO", "DEBUG"] = "ERROR"
+    progress_interval_s: float = Field(default=25, gt=0)  # a stage's status-tracker line: no 30 s without a line
     jars: JarsConfig = Field(default_factory=JarsConfig)
     conf: dict[str, str] = Field(default_factory=dict)
 
@@ -67,7 +72,7 @@ class SparkConfig(StrictModel):
         return value
 
 
-InputFormat = Literal["tei", "s2orc_2020", "s2orc_current", "jsonl"]
+InputFormat = Literal["tei", "jats", "s2orc_2020", "s2orc_current", "jsonl"]
 DateRule = Literal["source", "anthology_id"]
 
 
@@ -100,10 +105,21 @@ class IngestConfig(StrictModel):
     min_body_chars: int = 200  # a body shorter than this is rejected as empty_body
 
 
-class SegmentConfig(StrictModel):
-    """Sentence segmentation with Spark NLP's rule-based SentenceDetector (tuned in docs/segmentation.md)."""
+SegmentEngine = Literal["rules", "sparknlp"]
+# The keys only Spark NLP's SentenceDetector reads; the rules engine has no use for them.
+SPARK_NLP_ONLY_KEYS = ("use_abbreviations", "keep_semicolons", "detect_lists", "custom_bounds", "min_length",
+                       "max_length", "split_length")
 
-    # Periods after these are not sentence ends; Spark NLP's own list misses much scientific usage.
+
+class SegmentConfig(StrictModel):
+    """Sentence segmentation (measured in docs/segmentation.md).
+
+    ``engine: rules`` (the default): the project's own rules as RE2 regexes over whole Arrow batches
+    (``pipeline.segment``); ``engine: sparknlp``: the same masking before Spark NLP's rule-based
+    SentenceDetector, which needs the Spark NLP jars."""
+
+    engine: SegmentEngine = "rules"
+    # Periods after these are not sentence ends (both engines); Spark NLP's own list misses much scientific usage.
     abbreviations: list[str] = Field(
         default_factory=lambda: [
             "Fig", "Figs", "Eq", "Eqs", "Sec", "Secs", "Sect", "Tab", "Tabs", "Ch", "App", "Ref", "Refs",
@@ -130,6 +146,16 @@ class SegmentConfig(StrictModel):
     split_length: int | None = None
     min_letters_ratio: float = 0.5  # below this share of letters a sentence is flagged malformed
 
+    @model_validator(mode="after")
+    def _sparknlp_keys_need_sparknlp(self) -> "SegmentConfig":
+        if self.engine != "sparknlp":
+            defaults = SegmentConfig.model_construct()
+            changed = [k for k in SPARK_NLP_ONLY_KEYS if getattr(self, k) != getattr(defaults, k)]
+            if changed:
+                raise ValueError(f"{', '.join('segment.' + k for k in changed)} only apply to segment.engine: sparknlp "
+                                 f"(the engine is {self.engine}); set segment.engine=sparknlp or drop them")
+        return self
+
 
 class CitationsConfig(StrictModel):
     """Resolving bibliography entries to corpus papers (the ``citations`` stage; docs/inspire.md)."""
@@ -154,6 +180,13 @@ class CitationFilter(StrictModel):
     brackets: RegexPattern | None = r"\[[^\[\]]*(?:\d|\bet al\b)[^\[\]]*\]"
     # "[]": a citation whose text the PDF extraction lost.
     empty_brackets: RegexPattern | None = r"\[\]"
+    # Placeholders that converted corpora leave for a citation (arXiv-derived ones especially): "[\cite=key]",
+    # "[\cite]", "\cite{key}", "{{cite:key}}", "<cit>", "<cit id=3>". Whatever the key (issue 34).
+    placeholders: RegexPattern | None = r"\[\s*\\cite\b[^\]]*\]|\\cite[a-z]*\*?\{[^{}]*\}|\{\{\s*cite\b[^{}]*\}\}|</?cit\b[^<>]*>"
+    # A formula given as a placeholder: "[formula]", "[math]", "[equation]", "{{formula:3}}", "<formula>": the
+    # query or gold would not read on its own without it.
+    formula_placeholders: RegexPattern | None = (
+        r"\[\s*(?:formula|math|equation|eq)\s*\]|\{\{\s*(?:formula|math)\b[^{}]*\}\}|</?formula\b[^<>]*>")
 
 
 
@@ -234,6 +267,11 @@ class SplitsConfig(StrictModel):
 
 class ReleaseConfig(StrictModel):
     root: str = "data/release"  # Parquet/JSONL per split and BEIR folders per move and split
+    # The dataset card (README.md of the release): its title and the corpus's licence (a Hugging Face licence id:
+    # cc-by-4.0, other, unknown) with a note (attribution, or what "other" means).
+    name: str = "Ratio"
+    license: str = "unknown"
+    license_note: str = ""
 
 
 class TablesConfig(StrictModel):
@@ -360,17 +398,27 @@ def _read_yaml(source: Path | Traversable) -> dict:
     return data
 
 
-def validation_message(exc: ValidationError, title: str, prefix: str = "") -> str:
-    """Every failing key on one line: ``title: key: problem (got value); key: ...``."""
+def validation_message(exc: ValidationError, title: str, prefix: str = "", overrides: list[str] | None = None,
+                       file: str | None = None) -> str:
+    """Every failing key on one line: ``title: key: problem (got value); key: ...``. With ``overrides``, each key
+    names where it came from: ``from --set key=value`` when an override set it (or a part of it), else ``in
+    <file>``, so the user looks where the mistake is."""
     problems = []
     for err in exc.errors():
         key = prefix + ".".join(str(p) for p in err["loc"])
+        setting = [o for o in overrides or [] if _sets(o.partition("=")[0], key)]
+        source = f" (from --set {', --set '.join(setting)})" if setting else f" (in {file})" if file and overrides else ""
         if err["type"] == "extra_forbidden":
-            problems.append(f"{key}: unknown key (`ratio-spark config` prints the valid ones)")
+            problems.append(f"{key}: unknown key{source} (`ratio-spark config` prints the valid ones)")
             continue
         got = "" if err["type"] == "missing" else f" (got {_short(err['input'])})"
-        problems.append(f"{key}: {err['msg']}{got}")
+        problems.append(f"{key}: {err['msg']}{got}{source}")
     return f"{title}: " + "; ".join(problems)
+
+
+def _sets(set_key: str, key: str) -> bool:
+    """Whether ``--set set_key=...`` sets ``key``, a part of it, or the section that holds it."""
+    return key == set_key or key.startswith(set_key + ".") or set_key.startswith(key + ".")
 
 
 def _short(value: Any, limit: int = 80) -> str:
@@ -386,5 +434,6 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | No
     try:
         return Config.model_validate(tree)
     except ValidationError as exc:
-        source = f" in {path}" if path else ""
-        raise ConfigError(validation_message(exc, f"invalid configuration{source}")) from None
+        source = f" in {path}" if path and not overrides else ""
+        raise ConfigError(validation_message(exc, f"invalid configuration{source}", overrides=overrides,
+                                             file=str(path) if path else None)) from None

@@ -13,6 +13,7 @@ Plain data, no pyspark: the Spark half writes what is declared here, the Python 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 # --------------------------------------------------------------------------------------------- values
 
@@ -68,20 +69,21 @@ SECTIONS_TYPE = "array<struct<heading:string,paragraphs:array<string>>>"
 # the in-text mentions of them; the citations stage turns it into the `references` table.
 BIBLIOGRAPHY_TYPE = (
     "struct<entries:array<struct<entry_id:string,title:string,authors:array<string>,year:int,venue:string,"
-    "doi:string,arxiv_id:string,acl_id:string,s2_id:string>>,"
+    "doi:string,arxiv_id:string,acl_id:string,s2_id:string,pmid:string>>,"
     "mentions:array<struct<entry_id:string,section_idx:int,para_idx:int,char_offset:int>>,problem:string>"
 )
 
 _TABLES = [
     _table("papers", "accepted paper", f"""
-        paper_id | string | the corpus's id (ACL Anthology id, S2ORC corpusid, the JSONL paper_id)
+        paper_id | string | the corpus's id (ACL Anthology id, S2ORC corpusid, a JATS article's DOI, the JSONL paper_id)
         pub_date | date | publication date (first of the month or year when less precise)
         date_precision | string | day, month or year
         date_source | string | the date rule that gave pub_date (tei_header_when, anthology_id, ...)
         title | string | the title, whitespace collapsed
         sections | {SECTIONS_TYPE} | sections in reading order, the abstract first; paragraphs cleaned
         bibliography | {BIBLIOGRAPHY_TYPE} | bibliography entries and in-text mentions (null: the format has none)
-        source_format | string | tei, s2orc_2020, s2orc_current or jsonl
+        license | string | the paper's licence: an SPDX id for Creative Commons (CC-BY-4.0, CC0-1.0), else as the source states it (null: not stated; docs/formats.md)
+        source_format | string | tei, jats, s2orc_2020, s2orc_current or jsonl
         source_path | string | the file (and tar member or line) the paper came from
     """),
     _table("rejects", "input record that could not be used (ingest's drops)", """
@@ -118,6 +120,7 @@ _TABLES = [
         arxiv_id | string | arXiv id, when given
         acl_id | string | ACL Anthology id, when given
         s2_id | string | Semantic Scholar / S2ORC id, when given
+        pmid | string | PubMed id, when given (jats)
         mention_count | bigint | in-text mentions of the entry
         mention_sentence_ids | array<string> | sentences holding a mention, in text order
         mention_sections | array<string> | section headings of those mentions
@@ -269,13 +272,13 @@ class Reason:
     """
 
     # ingest: an input record that is not a paper (table rejects)
-    EMPTY_FILE = _reason("empty_file", "ingest", "record", "the file is zero bytes, or a per-file input holds only whitespace")
+    EMPTY_FILE = _reason("empty_file", "ingest", "record", "the file is zero bytes, a per-file input holds only whitespace, or a tar archive holds no file")
     UNREADABLE_FILE = _reason("unreadable_file", "ingest", "record", "a compressed file or tar archive (or member) that is corrupt or not what its name says")
-    TRUNCATED_FILE = _reason("truncated_file", "ingest", "record", "a compressed file or tar archive that ends early (line files and archives keep the records before the cut)")
+    TRUNCATED_FILE = _reason("truncated_file", "ingest", "record", "a compressed file or tar archive that ends early (line files and archives keep the records before the cut); jats: an XML file that ends before its root element closes")
     UNSUPPORTED_COMPRESSION = _reason("unsupported_compression", "ingest", "record", "a .zst, .lz4, .snappy, .br, .zip, .7z or .rar file")
     FILE_TOO_LARGE = _reason("file_too_large", "ingest", "record", "a file read whole that is over 2 GiB (Spark's binaryFile limit)")
     UNDECODABLE_BYTES = _reason("undecodable_bytes", "ingest", "record", "not valid UTF-8 (decoded strictly)")
-    MALFORMED_XML = _reason("malformed_xml", "ingest", "record", "tei: the XML parser fails")
+    MALFORMED_XML = _reason("malformed_xml", "ingest", "record", "tei, jats: the XML parser fails")
     MALFORMED_JSON = _reason("malformed_json", "ingest", "record", "not JSON, or an s2orc_current annotation that is not JSON")
     UNEXPECTED_SHAPE = _reason("unexpected_shape", "ingest", "record", "valid JSON or XML of the wrong shape, or a reader exception")
     MISSING_ID = _reason("missing_id", "ingest", "record", "no paper id (tei: no file name)")
@@ -285,6 +288,9 @@ class Reason:
     EMPTY_BODY = _reason("empty_body", "ingest", "record", "abstract and body shorter than ingest.min_body_chars")
     MISSING_METADATA = _reason("missing_metadata", "ingest", "record", "s2orc_current: no row for the corpusid in the papers dataset")
     EXCLUDED_BY_PATH_RULE = _reason("excluded_by_path_rule", "ingest", "record", "the path matches the input's exclude_path_regex")
+    NOT_JATS = _reason("not_jats", "ingest", "record", "jats: the unit is not a JATS article (another XML root such as TEI or HTML, or not XML at all)")
+    NO_BODY = _reason("no_body", "ingest", "record", "jats: the article has no <body> (metadata or abstract only)")
+    BODY_WITHOUT_PROSE = _reason("body_without_prose", "ingest", "record", "jats: the <body> holds figures, tables, formulae or supplementary material but no paragraph")
     DUPLICATE_PAPER_ID = _reason("duplicate_paper_id", "ingest", "record", "another record already has this paper id (the earlier input wins)")
 
     # segment: a paper that comes out with no sentence (table drops); flags on kept sentences (norm_flag)
@@ -303,6 +309,10 @@ class Reason:
     CITATION_AUTHOR_YEAR = _reason("citation_author_year", "mine", "pair", "an author-year parenthesis in the query or gold")
     CITATION_BRACKETS = _reason("citation_brackets", "mine", "pair", "square brackets with a digit or \"et al.\" in the query or gold")
     CITATION_EMPTY_BRACKETS = _reason("citation_empty_brackets", "mine", "pair", "\"[]\" (a citation the PDF lost) in the query or gold")
+    CITATION_PLACEHOLDERS = _reason("citation_placeholders", "mine", "pair",
+                                    "a citation placeholder (\"[\\cite=key]\", \"{{cite:key}}\", \"<cit>\") in the query or gold")
+    CITATION_FORMULA_PLACEHOLDERS = _reason("citation_formula_placeholders", "mine", "pair",
+                                            "a formula placeholder (\"[formula]\", \"[math]\") in the query or gold")
     DUPLICATE_PAIR = _reason("duplicate_pair", "mine", "pair", "the same (query, gold) text as a pair with a smaller pair_id")
 
     # pools: splits (a pair outside every split), then the pool rules of pipeline/pools.py in order
@@ -323,3 +333,15 @@ class Reason:
 def reasons_of(stage: str, kept: bool = False) -> tuple[str, ...]:
     """The codes a stage may write: its drops (``kept=False``) or its flags (``kept=True``)."""
     return tuple(r.code for r in REASONS.values() if r.stage == stage and r.kept == kept)
+
+
+# --------------------------------------------------------------------------------------------- settings types
+
+# The types of every settings field and command-line choice that names a move, a split or a dense prefix mode
+# (pydantic reads a Literal; argparse reads the tuple as its ``choices``).
+MoveName = Literal[MOVES]
+SplitName = Literal[SPLITS]
+# How a dense retriever prefixes queries and candidates: nothing, the generic "query: "/"passage: ", the
+# model's own recommended prompts, or a per-move instruction (evaluation/retrieval/dense.py).
+PREFIX_MODES = ("none", "generic", "recommended", "instructions")
+PrefixMode = Literal[PREFIX_MODES]

@@ -26,10 +26,11 @@ from typing import Iterable, Literal, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ratio_spark.core.delta import DeltaColumnsMissing, delta_version, is_delta_table, read_delta
+from ratio_spark.core.delta import is_delta_table
 from ratio_spark.core.errors import UserError
 from ratio_spark.core.schema import MOVES, SPLITS
-from ratio_spark.evaluation.manifest import delta_entry, files_entry
+from ratio_spark.evaluation.manifest import files_entry
+from ratio_spark.evaluation.tables import read_table
 
 QuerySet = Literal["all", "silver"]
 
@@ -149,23 +150,13 @@ class BenchmarkSplit:
 # --------------------------------------------------------------------------------------------- reading
 
 
-def read_recorded(location: Path, columns: Sequence[str], inputs: dict, role: str, split: str | None = None) -> pa.Table:
-    """A Delta table (one ``split`` of it when given; a partition column is pruned) at its latest version,
-    recorded in ``inputs`` as ``table:<role>`` (location and version) for the run manifest."""
-    version = delta_version(location)
-    inputs[f"table:{role}"] = delta_entry(location, version)
-    try:
-        return read_delta(location, columns, filters=[("split", "=", split)] if split else None, version=version)
-    except DeltaColumnsMissing as exc:
-        raise BenchmarkDataError(str(exc)) from None
-
-
 def lexicon_versions(tables_root: str | Path) -> list[str] | None:
     """The lexicon versions named in ``<tables_root>/mined_pairs`` (None without that table)."""
     mined = Path(tables_root) / "mined_pairs"
     if not is_delta_table(mined):
         return None
-    return sorted(str(v) for v in read_delta(mined, ["lexicon_version"]).column("lexicon_version").unique().to_pylist())
+    return sorted(str(v) for v in read_table(mined, "mined_pairs", ["lexicon_version"]).column("lexicon_version")
+                  .unique().to_pylist())
 
 
 def _read_release(root: Path, split: str, name: str, columns: Sequence[str]) -> pa.Table:
@@ -184,7 +175,7 @@ def _read_release(root: Path, split: str, name: str, columns: Sequence[str]) -> 
     )
 
 
-def read_silver(location: str | Path, inputs: dict | None = None) -> pa.Table:
+def silver_verdicts(location: str | Path, inputs: dict | None = None) -> pa.Table:
     """The LLM judge's verdicts (``query_id``, ``move``, ``accepted``); a clear error when absent; ``inputs``
     (if given) records the version read."""
     location = Path(location)
@@ -193,7 +184,8 @@ def read_silver(location: str | Path, inputs: dict | None = None) -> pa.Table:
             f"--queries silver needs the Delta table 'silver' (query_id, move, accepted) at {location}, and there "
             "is none: build it with the LLM judge first, point to it with --silver PATH, or evaluate --queries all"
         )
-    return read_recorded(location, ["query_id", "move", "accepted"], {} if inputs is None else inputs, "silver")
+    return read_table(location, "silver", ["query_id", "move", "accepted"], inputs={} if inputs is None else inputs,
+                      error=BenchmarkDataError)
 
 
 # --------------------------------------------------------------------------------------------- assembling
@@ -319,8 +311,10 @@ def load_split(
     root = Path(source)
     inputs: dict[str, dict] = {}
     if is_delta_table(root / "queries") and is_delta_table(root / "candidates"):
-        query_table = read_recorded(root / "queries", QUERY_COLUMNS, inputs, "queries", split)
-        candidate_table = read_recorded(root / "candidates", CANDIDATE_COLUMNS, inputs, "candidates", split)
+        query_table = read_table(root / "queries", "queries", QUERY_COLUMNS, [("split", "=", split)], inputs=inputs,
+                                 error=BenchmarkDataError)
+        candidate_table = read_table(root / "candidates", "candidates", CANDIDATE_COLUMNS, [("split", "=", split)],
+                                     inputs=inputs, error=BenchmarkDataError)
         kind = f"tables:{root}"
         default_silver = root / "silver"
     elif (root / "parquet").is_dir() or (root / "jsonl").is_dir():
@@ -339,7 +333,7 @@ def load_split(
         location = silver_location or default_silver
         if location is None:
             raise BenchmarkDataError("--queries silver on a release needs --silver PATH (the Delta table 'silver')")
-        silver = read_silver(location, inputs)
+        silver = silver_verdicts(location, inputs)
     data = assemble_split(split, query_table, candidate_table, moves=moves, silver=silver, source=kind,
                           max_queries=max_queries, sample_per_move=sample_per_move, sample_seed=sample_seed)
     data.inputs = inputs

@@ -24,11 +24,9 @@ differences, since they do not change what is read.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import os
 import platform
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -36,10 +34,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ratio_spark.core.errors import UserError
+from ratio_spark.core.provenance import PACKAGE_ROOT, git_state, sha256_file, sha256_json  # noqa: F401 (re-exported)
 
 MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 # Settings that only say where results go or how progress is shown: they do not change a result, so
 # they are left out of the config hash (a rerun into another folder reads the same inputs).
@@ -56,19 +54,6 @@ class ManifestError(UserError, ValueError):
 
 
 # ---------------------------------------------------------------------------------------------- hashing
-
-
-def sha256_file(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def sha256_json(value: Any) -> str:
-    """The sha256 of ``value`` as canonical JSON (sorted keys, UTF-8)."""
-    return hashlib.sha256(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8")).hexdigest()
 
 
 def _listed(root: Path, patterns: Iterable[str]) -> list[Path]:
@@ -106,26 +91,6 @@ def llm_entry(endpoint, **about: Any) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------- the state of things
-
-
-def git_state(path: str | Path = PACKAGE_ROOT) -> dict:
-    """Commit and dirty flag of the checkout the code runs from (None outside a git checkout)."""
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(["git", "-C", str(path), *args], capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
-    if commit is None:
-        return {"commit": None, "dirty": None, "note": f"{path} is not a git checkout"}
-    status = git("status", "--porcelain") or ""
-    changed = [line for line in status.splitlines() if line.strip()]
-    state = {"commit": commit, "dirty": bool(changed), "changed_files": len(changed)}
-    if changed:  # pins uncommitted edits of tracked files (untracked files: by name only)
-        state["diff_sha256"] = hashlib.sha256(((git("diff", "HEAD") or "") + status).encode("utf-8")).hexdigest()
-    return state
 
 
 def config_entry(config: dict) -> dict:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ratio_spark.core.markdown import markdown_table
 from ratio_spark.evaluation.analyses import ORACLE_POOLS, first_stage_recall
 from ratio_spark.evaluation.funnel import funnel_table, plot_funnel
 from ratio_spark.evaluation.runner import MOVE_ORDER, EvaluationResult
@@ -40,9 +41,10 @@ from ratio_spark.evaluation.significance import PairedComparison, SignificanceSe
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
-def markdown_table(frame: pd.DataFrame, bold_max: bool = True, digits: int = 1,
+def frame_markdown(frame: pd.DataFrame, bold_max: bool = True, digits: int = 1,
                    marks: dict[tuple[str, str], str] | None = None) -> str:
-    """A Markdown table; numeric columns formatted, the best of each column in bold; ``marks`` (row label,
+    """A DataFrame as a Markdown table (``core.markdown.markdown_table``): numeric columns formatted, the best of
+    each column in bold; ``marks`` (row label,
     column) -> superscript text, e.g. the systems a row beats significantly."""
     columns = [str(c) for c in frame.columns]
     best = {}
@@ -50,8 +52,7 @@ def markdown_table(frame: pd.DataFrame, bold_max: bool = True, digits: int = 1,
         for c in frame.columns:
             if pd.api.types.is_numeric_dtype(frame[c]) and frame[c].nunique() > 1:
                 best[str(c)] = frame[c].max()
-    lines = ["| " + " | ".join([frame.index.name or ""] + columns) + " |",
-             "|" + "---|" * (len(columns) + 1)]
+    rows = []
     for idx, row in frame.iterrows():
         cells = []
         for c in frame.columns:
@@ -65,8 +66,8 @@ def markdown_table(frame: pd.DataFrame, bold_max: bool = True, digits: int = 1,
             else:
                 text = str(value)
             cells.append(text)
-        lines.append("| " + " | ".join([str(idx)] + cells) + " |")
-    return "\n".join(lines)
+        rows.append([idx, *cells])
+    return markdown_table([frame.index.name or "", *columns], rows)
 
 
 def _moves(result: EvaluationResult) -> list[str]:
@@ -132,7 +133,7 @@ def _with_letters(marks: dict[tuple[str, str], str], by_label: dict[str, str]) -
             for (label, column), text in marks.items()}
 
 
-def resultsmarkdown_table(result: EvaluationResult, comparison: PairedComparison | None = None,
+def results_markdown(result: EvaluationResult, comparison: PairedComparison | None = None,
                      alpha: float | None = None) -> str:
     counts = _query_counts(result)
     summary = result.data_summary
@@ -160,11 +161,11 @@ def resultsmarkdown_table(result: EvaluationResult, comparison: PairedComparison
     mrr = result.table("M@10").reindex([s for s in _systems_order(result) if s in result.table("M@10").index])
     mrr, by_label = _lettered(mrr, result)
     mrr.index.name = "system"
-    body = [markdown_table(mrr, marks=_with_letters(significance_marks(result, comparison, metric="M@10"), by_label)), ""]
+    body = [frame_markdown(mrr, marks=_with_letters(significance_marks(result, comparison, metric="M@10"), by_label)), ""]
     for move in _moves(result):
         table, _ = _lettered(per_move_table(result, move), result)
         marks = _with_letters(significance_marks(result, comparison, move=move), by_label)
-        body += [f"## {move.capitalize()} ({counts.get(move, 0):,} queries)", "", markdown_table(table, marks=marks), ""]
+        body += [f"## {move.capitalize()} ({counts.get(move, 0):,} queries)", "", frame_markdown(table, marks=marks), ""]
     empty = [m for m, n in summary["queries_by_move"].items() if n == 0]
     if empty:
         body += [f"No queries for: {', '.join(empty)} (nothing to score).", ""]
@@ -182,7 +183,7 @@ def oracle_table(result: EvaluationResult, metrics: tuple[str, ...] = ("R@1", "R
     return table.sort_values(["_m", "_p", "_s"]).drop(columns=["_m", "_p", "_s"]).reset_index(drop=True)
 
 
-def oraclemarkdown_table(result: EvaluationResult) -> str:
+def oracle_markdown(result: EvaluationResult) -> str:
     table = oracle_table(result)
     lines = [
         f"# Oracle move filtering: {result.split} split, {result.query_set} queries",
@@ -200,11 +201,11 @@ def oraclemarkdown_table(result: EvaluationResult) -> str:
                 continue
             name = {"full": "full pool", "oracle_a": "pool (a)", "oracle_b": "pool (b)"}[pool]
             lines += [f"## {move.capitalize()}: {name}, {int(part['pool_size'].iloc[0]):,} candidates", "",
-                      markdown_table(part.drop(columns=["move", "pool", "pool_size"]).set_index("label").rename_axis("system")), ""]
+                      frame_markdown(part.drop(columns=["move", "pool", "pool_size"]).set_index("label").rename_axis("system")), ""]
     return "\n".join(lines)
 
 
-def recallmarkdown_table(result: EvaluationResult, k: int = 100) -> tuple[str, pd.DataFrame]:
+def recall_markdown(result: EvaluationResult, k: int = 100) -> tuple[str, pd.DataFrame]:
     table = first_stage_recall(result.metrics, k)
     pivot = table.pivot_table(index="label", columns="move", values=f"R@{k}", sort=False) * 100
     pivot = pivot[[m for m in MOVE_ORDER if m in pivot.columns]]
@@ -218,17 +219,17 @@ def recallmarkdown_table(result: EvaluationResult, k: int = 100) -> tuple[str, p
         f"Share of queries (%) whose gold sentence is in the retriever's top {k} on the full pool. A reranker of "
         f"that top {k} cannot do better: its MRR@10 is at most Recall@{k}.",
         "",
-        markdown_table(pivot),
+        frame_markdown(pivot),
         "",
         f"## Headroom for a reranker: Recall@{k} - MRR@10 (points)",
         "",
-        markdown_table(headroom, bold_max=False),
+        frame_markdown(headroom, bold_max=False),
         "",
     ])
     return text, table
 
 
-def overlapmarkdown_table(result: EvaluationResult) -> str:
+def overlap_markdown(result: EvaluationResult) -> str:
     frame = result.overlap
     lines = [f"# Lexical overlap: {result.split} split, {result.query_set} queries", "",
              "Mean Jaccard similarity of stemmed, stopword-free unigrams between a query and its top-k candidates "
@@ -241,7 +242,7 @@ def overlapmarkdown_table(result: EvaluationResult) -> str:
         gold = part[part["system"] == "gold"]["jaccard"]
         if not gold.empty:
             systems.loc["query-gold"] = [float(gold.iloc[0])] * len(systems.columns)
-        lines += [f"## {move.capitalize()}", "", markdown_table(systems.rename_axis("system"), bold_max=False, digits=3), ""]
+        lines += [f"## {move.capitalize()}", "", frame_markdown(systems.rename_axis("system"), bold_max=False, digits=3), ""]
     return "\n".join(lines)
 
 
@@ -297,7 +298,7 @@ def plot_mrr(result: EvaluationResult, path: Path) -> None:
 INTERVAL_METRICS = ("M@10", "R@10", "R@100", "nDCG@10")
 
 
-def intervalsmarkdown_table(result: EvaluationResult, comparison: PairedComparison, settings: SignificanceSettings) -> str:
+def intervals_markdown(result: EvaluationResult, comparison: PairedComparison, settings: SignificanceSettings) -> str:
     labels = result.labels()
     lines = [f"# Confidence intervals: {result.split} split, {result.query_set} queries", "",
              f"Mean over queries (%) and its {settings.confidence:.0%} paired-bootstrap percentile interval "
@@ -315,11 +316,11 @@ def intervalsmarkdown_table(result: EvaluationResult, comparison: PairedComparis
         table = table.reindex([s["name"] for s in result.systems if s["name"] in table.index])
         table.index = [labels.get(s, s) for s in table.index]
         table.index.name = "system"
-        lines += [f"## {move.capitalize()} ({int(part['queries'].max()):,} queries)", "", markdown_table(table, bold_max=False), ""]
+        lines += [f"## {move.capitalize()} ({int(part['queries'].max()):,} queries)", "", frame_markdown(table, bold_max=False), ""]
     return "\n".join(lines)
 
 
-def significancemarkdown_table(result: EvaluationResult, comparison: PairedComparison, settings: SignificanceSettings,
+def significance_markdown(result: EvaluationResult, comparison: PairedComparison, settings: SignificanceSettings,
                           metrics: tuple[str, ...] = ("M@10", "nDCG@10")) -> str:
     labels = result.labels()
     lines = [f"# Paired comparisons: {result.split} split, {result.query_set} queries", "",
@@ -341,7 +342,7 @@ def significancemarkdown_table(result: EvaluationResult, comparison: PairedCompa
                 "significant": ["yes" if v else "no" for v in part["significant"]],
             }).set_index("A")
             lines += [f"## {move.capitalize()}, {metric} ({int(part['queries'].max()):,} queries)", "",
-                      markdown_table(table, bold_max=False), ""]
+                      frame_markdown(table, bold_max=False), ""]
     return "\n".join(lines)
 
 
@@ -350,7 +351,7 @@ FUNNEL_DISPLAY = [("exposed", "exposed"), ("selected", "selected"), ("gain_kept"
                   ("mrr_at_10_exposed_only", "MRR@10, exposed only")]
 
 
-def funnelmarkdown_table(result: EvaluationResult, funnel: pd.DataFrame) -> str:
+def funnel_markdown(result: EvaluationResult, funnel: pd.DataFrame) -> str:
     lines = [f"# Funnel: {result.split} split, {result.query_set} queries", "",
              f"Per pipeline (a first stage alone, or a first stage whose top {result.window} an LLM reranks), over **all** "
              "queries, failures counted as zero (the Inspire paper's stage-wise evaluation). Values in %. "
@@ -370,7 +371,7 @@ def funnelmarkdown_table(result: EvaluationResult, funnel: pd.DataFrame) -> str:
             table[column.replace("_", " ")] = [str(v) if first else "–" for v, first in
                                               zip(part[column], part["first_stage"].notna())]
         table.index.name = "pipeline"
-        lines += [f"## {move.capitalize()} ({int(part['queries'].max()):,} queries)", "", markdown_table(table, bold_max=False), ""]
+        lines += [f"## {move.capitalize()} ({int(part['queries'].max()):,} queries)", "", frame_markdown(table, bold_max=False), ""]
     return "\n".join(lines)
 
 
@@ -410,29 +411,29 @@ def write_results(result: EvaluationResult, folder: str | Path, extra_summary: d
         full = result.per_query[result.per_query["pool"] == "full"]
         comparison = compare_systems(full, metric_names(result.cutoffs), significance)
         csv("intervals.csv", comparison.intervals, index=False, float_format="%.6f")
-        put("intervals.md", intervalsmarkdown_table(result, comparison, significance))
+        put("intervals.md", intervals_markdown(result, comparison, significance))
         csv("significance.csv", comparison.pairs, index=False, float_format="%.6g")
-        put("significance.md", significancemarkdown_table(result, comparison, significance))
+        put("significance.md", significance_markdown(result, comparison, significance))
         funnel = funnel_table(full, result.systems, result.window)
         csv("funnel.csv", funnel, index=False, float_format="%.6f")
-        put("funnel.md", funnelmarkdown_table(result, funnel))
+        put("funnel.md", funnel_markdown(result, funnel))
         plot_funnel(funnel, folder / "funnel.png", _moves(result),
                     f"Funnel per pipeline ({result.split}, {result.query_set} queries; window {result.window})")
         written["funnel.png"] = str(folder / "funnel.png")
-        put("results.md", resultsmarkdown_table(result, comparison, significance.alpha))
+        put("results.md", results_markdown(result, comparison, significance.alpha))
         csv("results_wide.csv", wide_table(result), float_format="%.2f")
         plot_mrr(result, folder / "mrr10.png")
         written["mrr10.png"] = str(folder / "mrr10.png")
         if (result.metrics["pool"] != "full").any():
-            put("oracle.md", oraclemarkdown_table(result))
+            put("oracle.md", oracle_markdown(result))
             csv("oracle.csv", oracle_table(result, tuple(metric_names(result.cutoffs))), index=False, float_format="%.2f")
         if 100 in result.cutoffs:
-            text, table = recallmarkdown_table(result)
+            text, table = recall_markdown(result)
             put("recall_at_100.md", text)
             csv("recall_at_100.csv", table, index=False, float_format="%.4f")
     if result.overlap is not None and (result.overlap["system"] != "gold").any():
         csv("overlap.csv", result.overlap, index=False, float_format="%.5f")
-        put("overlap.md", overlapmarkdown_table(result))
+        put("overlap.md", overlap_markdown(result))
         plot_overlap(result, folder / "overlap.png")
         written["overlap.png"] = str(folder / "overlap.png")
     runs = write_runs(result, folder / "runs")

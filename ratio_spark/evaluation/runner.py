@@ -13,9 +13,10 @@ import pandas as pd
 
 from ratio_spark.evaluation.analyses import gold_overlap_rows, lexical_overlap, oracle_pools, overlap_rows
 from ratio_spark.evaluation.data import BenchmarkSplit
-from ratio_spark.evaluation.settings import EvaluationConfig, parse_retriever_spec
+from ratio_spark.evaluation.settings import EvaluationConfig
 from ratio_spark.evaluation.metrics import first_relevant_rank, query_metrics
-from ratio_spark.evaluation.retrieval.base import Rankings, Retriever, retrieve
+from ratio_spark.evaluation.retrieval.base import Rankings, retrieve
+from ratio_spark.evaluation.retrieval.registry import build_retriever
 
 MOVE_ORDER = ("specify", "address", "broaden")  # the paper's column order
 
@@ -69,32 +70,6 @@ def empty_result(data: BenchmarkSplit, cutoffs=(1, 3, 5, 10, 20, 100), window: i
     return EvaluationResult(split=data.split, query_set=data.query_set, data_summary=data.summary(),
                             metrics=pd.DataFrame(), per_query=pd.DataFrame(), overlap=None, systems=[], timings={},
                             cutoffs=tuple(cutoffs), pool_sizes={"full": len(data.pool)}, window=window)
-
-
-def build_retriever(spec: str, settings: EvaluationConfig, cache=None) -> Retriever:
-    parsed = parse_retriever_spec(spec)
-    if parsed["kind"] == "bm25":
-        from ratio_spark.evaluation.retrieval.bm25 import BM25Retriever
-
-        retriever = BM25Retriever(parsed["ngram"], k1=settings.bm25.k1, b=settings.bm25.b, method=settings.bm25.method,
-                                  progress=settings.progress)
-    elif parsed["kind"] == "dense":
-        from ratio_spark.evaluation.retrieval.dense import DenseRetriever
-
-        dense, index = settings.dense, settings.dense.index
-        retriever = DenseRetriever(
-            parsed["model"], parsed["prefix"] or dense.prefix, batch_size=dense.batch_size, device=dense.device,
-            cache=cache, index_kind=index.kind, nlist=index.nlist, nprobe=index.nprobe, hnsw_m=index.hnsw_m,
-            ef_construction=index.ef_construction, ef_search=index.ef_search, max_seq_length=dense.max_seq_length,
-            instruction_template=dense.instruction_template, aliases=settings.models, progress=settings.progress,
-        )
-    else:
-        from ratio_spark.evaluation.retrieval.maxsim import MaxSimRetriever
-
-        retriever = MaxSimRetriever(parsed["model"], batch_size=settings.dense.batch_size, device=settings.dense.device,
-                                    aliases=settings.models, progress=settings.progress)
-    retriever.name = spec  # the id the user typed, for file names and tables
-    return retriever
 
 
 def score_rankings(rankings: Rankings, queries, cutoffs) -> list[dict]:

@@ -10,10 +10,10 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from ratio_spark.core.schema import MOVES, SPLITS
+from ratio_spark.core.schema import MOVES, MoveName, PrefixMode, SplitName
 from ratio_spark.core.strict import StrictModel
+from ratio_spark.evaluation.retrieval.registry import parse_retriever_spec
 
-MoveName = Literal[MOVES]
 AnalysisName = Literal["oracle", "overlap", "recall"]
 
 
@@ -35,7 +35,7 @@ class IndexSettings(StrictModel):
 
 
 class DenseSettings(StrictModel):
-    prefix: Literal["none", "generic", "recommended", "instructions"] = "generic"  # when a spec names none
+    prefix: PrefixMode = "generic"  # when a spec names none
     batch_size: int = Field(default=64, ge=1)
     device: str | None = None  # None: cuda when torch sees a GPU, else cpu
     max_seq_length: int | None = Field(default=None, ge=8)
@@ -63,10 +63,10 @@ class SignificanceSettings(StrictModel):
 class EvaluationConfig(StrictModel):
     """What ``ratio-spark evaluate`` scores, on what, and where it writes; command-line flags override."""
 
-    split: Literal[SPLITS] = "test"
+    split: SplitName = "test"
     moves: list[MoveName] = Field(default_factory=lambda: list(MOVES))
     queries: Literal["all", "silver"] = "all"
-    # bm25-1 | bm25-2 | bm25-3 | dense:<model>[:<prefix>] | maxsim:<model>   (model: alias, folder or name)
+    # specs of evaluation.retrieval.registry: bm25-1 (or bm25) | bm25-2 | bm25-3 | dense:<model>[:<prefix>] | maxsim:<model>
     retrievers: list[str] = Field(default_factory=lambda: ["bm25-1", "bm25-2", "bm25-3", "dense:minilm"])
     source: str | None = None  # tables root or release root; default: tables.root
     silver_table: str | None = None  # default: tables.location("silver")
@@ -104,27 +104,3 @@ class EvaluationConfig(StrictModel):
         if not value or any(k < 1 for k in value):
             raise ValueError("cutoffs must be positive integers")
         return sorted(set(value))
-
-
-PREFIX_MODES = ("none", "generic", "recommended", "instructions")
-
-
-def parse_retriever_spec(spec: str) -> dict:
-    """``bm25-2`` -> {kind: bm25, ngram: 2}; ``dense:mpnet:generic`` -> {kind: dense, model, prefix};
-    ``maxsim:minilm`` -> {kind: maxsim, model}. A ValueError names the bad spec."""
-    spec = spec.strip()
-    if spec in ("bm25", "bm25-1", "bm25-2", "bm25-3"):
-        return {"kind": "bm25", "ngram": 1 if spec == "bm25" else int(spec[-1])}
-    kind, _, rest = spec.partition(":")
-    if kind in ("dense", "maxsim") and rest:
-        model, prefix = rest, None
-        head, _, tail = rest.rpartition(":")
-        if head and tail in PREFIX_MODES:
-            model, prefix = head, tail
-        if kind == "maxsim" and prefix is not None:
-            raise ValueError(f"retriever {spec!r}: maxsim takes no prefix mode")
-        return {"kind": kind, "model": model, "prefix": prefix}
-    raise ValueError(
-        f"unknown retriever {spec!r}: use bm25-1, bm25-2, bm25-3, dense:<model>[:<none|generic|recommended|"
-        "instructions>] or maxsim:<model> (model: minilm, mpnet, a folder or a sentence-transformers name)"
-    )

@@ -95,6 +95,17 @@ def permutation_pvalues(differences: np.ndarray, permutations: int, seed: int, s
     return (hits + 1) / (permutations + 1)
 
 
+def paired_permutation_test(first, second, *, permutations: int = 10_000, seed: int = 0, stratum: str = "") -> float:
+    """Two-sided sign-flip p-value for ``mean(second - first) = 0`` of one pair of paired samples (the human
+    evaluation's Table 2); NaN for no pairs."""
+    first, second = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
+    if len(first) != len(second):
+        raise ValueError("paired samples must have the same length")
+    if len(first) == 0:
+        return float("nan")
+    return float(permutation_pvalues(second - first, permutations, seed, stratum)[0])
+
+
 @dataclass
 class PairedComparison:
     """Per stratum (move) and metric: each system's mean with its interval, and every pair's difference."""

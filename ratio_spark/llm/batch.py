@@ -22,13 +22,11 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable, Protocol
 
+from ratio_spark.llm.cache import AnswerCache
 from ratio_spark.llm.requests import ChatRequest, ChatResult, LLMError, PreparedRequest, parse_answer
 from ratio_spark.llm.settings import ModelEndpoint
-
-if TYPE_CHECKING:  # the client owns a runner; the runner only uses the client it is given
-    from ratio_spark.llm.client import LLMClient
 
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 CHAT_URL = "/v1/chat/completions"
@@ -52,8 +50,24 @@ def _snake(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", str(text).lower()).strip("_") or "unknown"
 
 
+class Client(Protocol):
+    """What the runner uses of the client that owns it (``LLMClient``: the client imports the runner, so the
+    runner names only this public surface, never the client's module or its private members)."""
+
+    cache: AnswerCache
+
+    def sdk(self, endpoint: ModelEndpoint) -> Any: ...
+    def call_with_retries(self, endpoint: ModelEndpoint, fn: Callable[[], Any]) -> tuple[Any, str | None, str | None]: ...
+    def validator(self, schema: dict) -> Any: ...
+    def ask(self, endpoint: ModelEndpoint, prepared: PreparedRequest, **options: Any) -> ChatResult: ...
+    def ask_many(self, endpoint: ModelEndpoint, indexes: list[int], work: Callable[[int], ChatResult], results: list,
+                 progress: str | None) -> None: ...
+    def count_usage(self, name: str, **deltas: int) -> None: ...
+    def sleep(self, seconds: float) -> None: ...
+
+
 class BatchRunner:
-    def __init__(self, client: LLMClient, endpoint: ModelEndpoint, state_dir: Path, *, poll_interval_s: float,
+    def __init__(self, client: Client, endpoint: ModelEndpoint, state_dir: Path, *, poll_interval_s: float,
                  max_wait_s: float | None, max_requests_per_batch: int):
         self.client = client
         self.endpoint = endpoint
@@ -90,8 +104,10 @@ class BatchRunner:
 
     # -- the run
 
-    def run(self, prepared: list[PreparedRequest]) -> list[ChatResult]:
-        """Hold an exclusive lock on the state folder (two runs on one folder would submit twice)."""
+    def run(self, prepared: list[PreparedRequest], todo: dict[str, list[int]], results: list) -> None:
+        """Answer the requests of ``todo`` (cache key -> indexes of ``prepared``; the client's cache has none of
+        them) into ``results[idxs[0]]``, under an exclusive lock on the state folder (two runs on one folder
+        would submit twice)."""
         import fcntl
 
         self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -101,14 +117,12 @@ class BatchRunner:
             except BlockingIOError:
                 raise LLMError(f"another run is using the batch state folder {self.state_dir}") from None
             try:
-                return self._run(prepared)
+                self._run(prepared, todo, results)
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def _run(self, prepared: list[PreparedRequest]) -> list[ChatResult]:
+    def _run(self, prepared: list[PreparedRequest], todo: dict[str, list[int]], results: list) -> None:
         client, endpoint = self.client, self.endpoint
-        results: list[ChatResult | None] = [None] * len(prepared)
-        todo = client._from_cache(endpoint, prepared, results)  # true cache hits first
         state = self._load_state()
         self._finish(state)  # resume: batches of an earlier, interrupted run
         answered = client.cache.get_many(todo)
@@ -126,9 +140,6 @@ class BatchRunner:
                 error, detail = self.failed.get(key, ("not_answered", "the batch returned no line for this request"))
                 result = ChatResult(first, endpoint.name, None, error, False, detail=detail)
             results[idxs[0]] = result
-        client._copy_duplicates(todo, prepared, results)
-        client._count(endpoint.name, failed=sum(1 for r in results if r.error))
-        return results  # type: ignore[return-value]
 
     # -- writing and submitting
 
@@ -228,7 +239,7 @@ class BatchRunner:
                     return
                 if self.max_wait_s is not None and time.monotonic() - started >= self.max_wait_s:
                     raise BatchNotFinished([e["batch_id"] for e in entries if e["status"] not in TERMINAL], self.state_dir)
-                self.client._sleep(self.poll_interval_s)
+                self.client.sleep(self.poll_interval_s)
         finally:
             bar.close()
 
@@ -280,8 +291,8 @@ class BatchRunner:
                 continue
             usage = body.get("usage") or {}
             pt, ct = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-            client._count(endpoint.name, batch_requests=1, prompt_tokens=pt, completion_tokens=ct,
-                          batch_prompt_tokens=pt, batch_completion_tokens=ct)
+            client.count_usage(endpoint.name, batch_requests=1, prompt_tokens=pt, completion_tokens=ct,
+                               batch_prompt_tokens=pt, batch_completion_tokens=ct)
             choices = body.get("choices") or []
             content = (choices[0].get("message") or {}).get("content") if choices else None
             finish_reason = choices[0].get("finish_reason") if choices else None
@@ -304,7 +315,7 @@ class BatchRunner:
                 self.failed[cid] = (_snake(f"batch_{entry['status']}"), "; ".join(reason)[:300])
         if to_reask:
             results: list[ChatResult | None] = [None] * len(to_reask)
-            client._run_pool(
+            client.ask_many(
                 endpoint, list(range(len(to_reask))),
                 lambda i: client.ask(endpoint, to_reask[i][0], first_answer=to_reask[i][1], tokens=to_reask[i][2],
                                      first_finish_reason=to_reask[i][3], via="batch+reask"),

@@ -64,7 +64,7 @@ class LLMClient:
         self._endpoints = {m.name: m for m in settings.models}
         self.cache = AnswerCache(Path(settings.cache_dir).expanduser() / "answers.sqlite")
         self._http_client = http_client
-        self._sleep = sleep
+        self.sleep = sleep  # time.sleep; tests pass a fake clock
         self._sdk_clients: dict[str, Any] = {}
         self._lock = threading.Lock()
         self._usage: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(USAGE_FIELDS, 0))
@@ -101,7 +101,8 @@ class LLMClient:
 
     # -- usage
 
-    def _count(self, name: str, **deltas: int) -> None:
+    def count_usage(self, name: str, **deltas: int) -> None:
+        """Add ``deltas`` (fields of ``USAGE_FIELDS``) to an endpoint's usage; thread-safe."""
         with self._lock:
             row = self._usage[name]
             for key, value in deltas.items():
@@ -168,7 +169,7 @@ class LLMClient:
         from tenacity import Retrying, retry_if_exception_type, stop_after_attempt
 
         def attempt() -> Any:
-            self._count(endpoint.name, http_calls=1)
+            self.count_usage(endpoint.name, http_calls=1)
             return fn()
 
         retrying = Retrying(
@@ -176,8 +177,8 @@ class LLMClient:
             retry=retry_if_exception_type((openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)),
             stop=stop_after_attempt(endpoint.max_retries + 1),
             wait=lambda state: self._backoff(endpoint, state.attempt_number - 1, _retry_after(state.outcome.exception())),
-            sleep=self._sleep,
-            before_sleep=lambda state: self._count(endpoint.name, retries=1),
+            sleep=self.sleep,
+            before_sleep=lambda state: self.count_usage(endpoint.name, retries=1),
             reraise=True,
         )
         try:
@@ -221,7 +222,7 @@ class LLMClient:
                 if response.usage is not None:
                     pt, ct = response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0
                     prompt_tokens, completion_tokens = prompt_tokens + pt, completion_tokens + ct
-                    self._count(endpoint.name, prompt_tokens=pt, completion_tokens=ct)
+                    self.count_usage(endpoint.name, prompt_tokens=pt, completion_tokens=ct)
                 if not response.choices:
                     error, detail = "empty_response", "the server returned no choices"
                     break
@@ -237,7 +238,7 @@ class LLMClient:
                                data=data, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, via=via)
                 return ChatResult(request.request_id, endpoint.name, data, None, False, prompt_tokens, completion_tokens)
             if attempt < endpoint.max_invalid_retries:
-                self._count(endpoint.name, invalid_retries=1)
+                self.count_usage(endpoint.name, invalid_retries=1)
                 messages = [*messages, {"role": "assistant", "content": content or ""}, reask_message(detail, request.schema)]
         return ChatResult(request.request_id, endpoint.name, None, error, False, prompt_tokens, completion_tokens, detail)
 
@@ -250,20 +251,33 @@ class LLMClient:
         ChatResult.error (never raise for one bad request); errors are not cached."""
         endpoint = self.endpoint(model)
         prepared = self.prepare(requests, endpoint)
+
+        def ask_missing(todo: dict[str, list[int]], results: list) -> None:
+            if todo:
+                self.ask_many(endpoint, [idxs[0] for idxs in todo.values()], lambda i: self.ask(endpoint, prepared[i]),
+                              results, progress)
+
+        return self.answer(endpoint, prepared, ask_missing)
+
+    def answer(self, endpoint: ModelEndpoint, prepared: list[PreparedRequest],
+               ask_missing: Callable[[dict[str, list[int]], list], None]) -> list[ChatResult]:
+        """What every transport shares: cached answers first; then ``ask_missing(todo, results)`` fills
+        ``results[idxs[0]]`` for each missing key of ``todo`` (key -> the indexes that want it; called even when
+        nothing is missing, so that a batch run still collects the batches of an interrupted one); identical
+        requests share one answer; failures are counted. Results in request order."""
         results: list[ChatResult | None] = [None] * len(prepared)
         todo = self._from_cache(endpoint, prepared, results)
-        if todo:
-            firsts = {key: idxs[0] for key, idxs in todo.items()}
-            self._run_pool(
-                endpoint, list(firsts.values()), lambda i: self.ask(endpoint, prepared[i]), results, progress,
-            )
-            self._copy_duplicates(todo, prepared, results)
-        self._count(endpoint.name, failed=sum(1 for r in results if r.error))
+        ask_missing(todo, results)
+        # Identical requests in one call are asked once; the others get the same answer.
+        for idxs in todo.values():
+            for i in idxs[1:]:
+                results[i] = replace(results[idxs[0]], request_id=prepared[i].request.request_id)
+        self.count_usage(endpoint.name, failed=sum(1 for r in results if r.error))
         return results  # type: ignore[return-value]
 
     def _from_cache(self, endpoint: ModelEndpoint, prepared: list[PreparedRequest], results: list) -> dict[str, list[int]]:
         """Fill cached results in place; return the missing keys with the indexes that want them."""
-        self._count(endpoint.name, requests=len(prepared))
+        self.count_usage(endpoint.name, requests=len(prepared))
         hits = self.cache.get_many(p.key for p in prepared)
         todo: dict[str, list[int]] = {}
         for i, p in enumerate(prepared):
@@ -272,18 +286,11 @@ class LLMClient:
                 results[i] = ChatResult(p.request.request_id, endpoint.name, hit.data, None, True)
             else:
                 todo.setdefault(p.key, []).append(i)
-        self._count(endpoint.name, cached=len(prepared) - sum(len(v) for v in todo.values()))
+        self.count_usage(endpoint.name, cached=len(prepared) - sum(len(v) for v in todo.values()))
         return todo
 
-    @staticmethod
-    def _copy_duplicates(todo: dict[str, list[int]], prepared: list[PreparedRequest], results: list) -> None:
-        # Identical requests in one call are asked once; the others get the same answer.
-        for idxs in todo.values():
-            for i in idxs[1:]:
-                results[i] = replace(results[idxs[0]], request_id=prepared[i].request.request_id)
-
-    def _run_pool(self, endpoint: ModelEndpoint, indexes: list[int], work: Callable[[int], ChatResult],
-                  results: list, progress: str | None) -> None:
+    def ask_many(self, endpoint: ModelEndpoint, indexes: list[int], work: Callable[[int], ChatResult],
+                 results: list, progress: str | None) -> None:
         """Run ``work`` over indexes with at most ``max_concurrency`` in flight; Ctrl-C cancels the queue."""
         from tqdm.auto import tqdm
 
@@ -317,22 +324,22 @@ class LLMClient:
         endpoint = self.endpoint(model)
         body = build_tool_body(endpoint, request)
         key = cache_key(endpoint, body)
-        self._count(endpoint.name, requests=1)
+        self.count_usage(endpoint.name, requests=1)
         hit = self.cache.get(key)
         if hit is not None:
-            self._count(endpoint.name, cached=1)
+            self.count_usage(endpoint.name, cached=1)
             return ToolChatResult(request.request_id, endpoint.name, hit.data["content"], hit.data["tool_calls"],
                                   hit.data["finish_reason"], None, True)
         response, error, detail = self._send(endpoint, body)
         if error is None and not response.choices:
             error, detail = "empty_response", "the server returned no choices"
         if error:
-            self._count(endpoint.name, failed=1)
+            self.count_usage(endpoint.name, failed=1)
             return ToolChatResult(request.request_id, endpoint.name, None, [], None, error, False, detail=detail)
         pt = ct = 0
         if response.usage is not None:
             pt, ct = response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0
-            self._count(endpoint.name, prompt_tokens=pt, completion_tokens=ct)
+            self.count_usage(endpoint.name, prompt_tokens=pt, completion_tokens=ct)
         choice = response.choices[0]
         calls = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
                  for c in (choice.message.tool_calls or []) if getattr(c, "function", None) is not None]
@@ -352,7 +359,8 @@ class LLMClient:
         endpoint = self.endpoint(model)
         runner = BatchRunner(self, endpoint, Path(state_dir).expanduser(), poll_interval_s=poll_interval_s,
                              max_wait_s=max_wait_s, max_requests_per_batch=max_requests_per_batch)
-        return runner.run(self.prepare(requests, endpoint))
+        prepared = self.prepare(requests, endpoint)
+        return self.answer(endpoint, prepared, lambda todo, results: runner.run(prepared, todo, results))
 
     def choose_transport(self, model: str, mode: str, n_requests: int, batch_min_requests: int) -> str:
         """``sync`` or ``batch`` for ``mode`` (auto / sync / batch). ``auto``: the Batch API only for OpenAI

@@ -91,3 +91,20 @@ class LLMSettings(StrictModel):
         if dupes:
             raise ValueError(f"endpoint names must be unique; repeated: {dupes}")
         return self
+
+
+class LLMTransportSettings(StrictModel):
+    """How a command's requests reach its endpoint, the same block in every section that judges or reranks with an
+    LLM (``silver:``, ``rerank:``; ``LLMClient.choose_transport`` and ``LLMClient.send`` read it).
+
+    ``sync``: concurrent chat calls (any OpenAI-compatible server); ``batch``: the OpenAI Batch API (half price,
+    hours); ``auto``: batch for an OpenAI endpoint (no base_url) from ``batch_min_requests`` uncached requests,
+    sync otherwise. A batch keeps its state in ``batch_state_dir`` (None: the command's own folder), so that a
+    rerun resumes it; ``batch_max_wait_s`` stops polling (the batch keeps running; rerun to collect it).
+    """
+
+    mode: Literal["auto", "sync", "batch"] = "auto"
+    batch_min_requests: int = Field(default=1000, ge=1)
+    batch_state_dir: str | None = None
+    batch_poll_interval_s: float = Field(default=30, gt=0)
+    batch_max_wait_s: float | None = Field(default=None, ge=0)

@@ -1,4 +1,4 @@
-"""Reranking prompts: versioned files, loaded and checked at start-up (the silver judge's pattern).
+"""Reranking prompts: versioned files, read by ``core.prompts.read_prompt`` and checked at start-up.
 
 A prompt file is ``prompts/<name>-v<N>.md``: YAML front matter with ``id`` (the file name), a
 ``description``, the ``relations`` line of every move (the Ratio paper's appendix H.3, word for word, in
@@ -12,19 +12,15 @@ and the LLM cache is keyed by the full request, so an edited prompt is never ans
 
 from __future__ import annotations
 
-import hashlib
-import re
 import string
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from ratio_spark.core.errors import UserError
-from ratio_spark.core.files import read_text
-from ratio_spark.core.front_matter import split_front_matter
+from ratio_spark.core.prompts import PromptFile, read_prompt
+from ratio_spark.core.schema import MOVES
 
-MOVES = ("address", "broaden", "specify")
-_ID = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*-v\d+$")
 SYSTEM_PLACEHOLDERS = ({"relation", "select"}, {"count"})  # (required, optional)
 USER_PLACEHOLDERS = ({"query", "candidates"}, {"count"})
 REASK_PLACEHOLDERS = ({"problems"}, {"select", "count"})
@@ -74,11 +70,9 @@ def _check_template(template: str, allowed: tuple[set[str], set[str]], where: st
                           f"(allowed: {sorted(required | optional)})")
 
 
-def parse_prompt(text: str, where: str) -> RerankPrompt:
-    meta, body = split_front_matter(text, where, PromptError)
-    prompt_id = str(meta.get("id", ""))
-    if prompt_id != Path(where).name.removesuffix(".md") or not _ID.match(prompt_id):
-        raise PromptError(f"{where}: id {prompt_id!r} must equal the file name and look like name-v1")
+def checked_prompt(file: PromptFile) -> RerankPrompt:
+    """A reranking prompt from its file (``core.prompts.read_prompt``): relations, templates, placeholders."""
+    meta, where = file.meta, file.path
     relations = meta.get("relations")
     if not isinstance(relations, dict) or set(relations) != set(MOVES) or not all(
             isinstance(v, str) and v.strip() for v in relations.values()):
@@ -88,16 +82,15 @@ def parse_prompt(text: str, where: str) -> RerankPrompt:
         raise PromptError(f"{where}: 'user' (the user message template) is missing")
     if not isinstance(reask, str) or not reask.strip():
         raise PromptError(f"{where}: 'reask' (the follow-up for an unusable answer) is missing")
-    system = body
+    system = file.system
     if "JSON" not in system:
         raise PromptError(f"{where}: the system message must ask for a JSON answer (JSON mode requires the word)")
     _check_template(system, SYSTEM_PLACEHOLDERS, f"{where} (system)")
     _check_template(user, USER_PLACEHOLDERS, f"{where} (user)")
     _check_template(reask, REASK_PLACEHOLDERS, f"{where} (reask)")
-    return RerankPrompt(prompt_id=prompt_id, description=str(meta.get("description", "")).strip(),
+    return RerankPrompt(prompt_id=file.id, description=str(meta.get("description", "")).strip(),
                         relations={m: relations[m].strip() for m in MOVES}, system=system, user=user.strip(),
-                        reask=reask.strip(),
-                        sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), path=where)
+                        reask=reask.strip(), sha256=file.sha256, path=file.path)
 
 
 def prompt_path(prompt_id: str, prompt_dir: str | Path | None = None) -> Path:
@@ -112,4 +105,4 @@ def load_prompt(prompt_id: str, prompt_dir: str | Path | None = None) -> RerankP
     if not path.is_file():
         known = sorted(p.stem for p in path.parent.glob("*.md")) if path.parent.is_dir() else []
         raise PromptError(f"rerank.prompt: no prompt {prompt_id!r} in {path.parent}; available: {known or 'none'}")
-    return parse_prompt(read_text(path, PromptError), str(path))
+    return checked_prompt(read_prompt(path, PromptError))

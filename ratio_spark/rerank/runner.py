@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, ContextManager
 
 import pandas as pd
 
+from ratio_spark.core.markdown import markdown_table
 from ratio_spark.evaluation.data import BenchmarkSplit
 from ratio_spark.evaluation.runner import EvaluationResult, add_system
 from ratio_spark.evaluation.runs import run_folder_name
@@ -25,6 +26,9 @@ from ratio_spark.rerank.settings import RerankConfig
 if TYPE_CHECKING:
     from ratio_spark.llm import LLMClient
 
+# The columns of the counts that a command prints (all of them go to rerank/counts.csv).
+CONSOLE_COLUMNS = ["system", "move", "queries", "not_sent", "reranked", "repaired", "failed", "requests", "cached",
+                   "reasks", "answers_with_defects"]
 COUNT_COLUMNS = ["system", "first_stage", "move", "queries", "not_sent", "sent", "reranked", "repaired", "failed", "requests",
                  "cached", "reasks", "answers_with_defects", *(f"{d}_numbers" for d in DEFECTS), "prompt_tokens",
                  "completion_tokens"]
@@ -71,17 +75,29 @@ class RerankReport:
             + f" Repair rule: up to {s.max_reasks} re-ask(s) for repeated, out-of-range or missing numbers, then the "
             "missing slots are filled in first-stage order (`repaired`). A failed query scores zero. Prompt sha256 "
             f"`{self.prompt.sha256[:16]}`.", "",
-            "| system | move | queries | not sent | sent | reranked | repaired | failed | requests | cached | re-asks | "
-            "answers with defects | duplicate / out of range / missing numbers | prompt tok | completion tok |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            markdown_table(["system", "move", "queries", "not sent", "sent", "reranked", "repaired", "failed", "requests",
+                            "cached", "re-asks", "answers with defects", "duplicate / out of range / missing numbers",
+                            "prompt tok", "completion tok"],
+                           [[r.system, r.move, r.queries, r.not_sent, r.sent, r.reranked, r.repaired, r.failed, r.requests,
+                             r.cached, r.reasks, r.answers_with_defects,
+                             f"{r.duplicate_numbers} / {r.out_of_range_numbers} / {r.missing_numbers}", r.prompt_tokens,
+                             r.completion_tokens] for r in self.counts.itertuples(index=False)]),
         ]
-        for r in self.counts.itertuples(index=False):
-            lines.append(f"| {r.system} | {r.move} | {r.queries} | {r.not_sent} | {r.sent} | {r.reranked} | {r.repaired} "
-                         f"| {r.failed} | {r.requests} | {r.cached} | {r.reasks} | {r.answers_with_defects} | "
-                         f"{r.duplicate_numbers} / {r.out_of_range_numbers} / {r.missing_numbers} | {r.prompt_tokens} | "
-                         f"{r.completion_tokens} |")
         lines += ["", "LLM client usage (this run; cached answers cost nothing):", "", "```", self.usage_report, "```", ""]
         return "\n".join(lines)
+
+    def console(self) -> str:
+        """The counts and the client's usage, for the end of a command."""
+        with pd.option_context("display.width", 200, "display.max_columns", 30):
+            table = self.counts[CONSOLE_COLUMNS].to_string(index=False)
+        return "\n== rerank ==\n  " + table.replace("\n", "\n  ") + "\n\nLLM client usage:\n" + self.usage_report
+
+    def failure_note(self) -> str | None:
+        """One line when a query failed (a rerun retries only those), else None."""
+        if not self.failed:
+            return None
+        return (f"{self.failed} queries failed; they score zero in every table. Run the same command again: answered "
+                "requests come from the cache, only the failed ones are sent.")
 
     def manifest_inputs(self, endpoint) -> dict[str, dict]:
         """The prompt file and the endpoint's identity (never its key), for the run manifest."""
@@ -172,3 +188,18 @@ def rerank_systems(result: EvaluationResult, data: BenchmarkSplit, client: "LLMC
     return RerankReport(model=model, model_id=endpoint.model, prompt=prompt, settings=settings, counts=counts,
                         records=records, usage=client.usage(), usage_report=client.usage_report(),
                         cost_usd=client.cost_usd(model), seconds=time.perf_counter() - started)
+
+
+def rerank_with_endpoint(result: EvaluationResult, data: BenchmarkSplit, settings: RerankConfig,
+                         open_client: Callable[[], ContextManager], results_folder: str | Path, *,
+                         log: Callable[[str], None] = print) -> tuple[RerankReport, dict]:
+    """The second stage of ``evaluation.workflow.write_evaluation``: rerank the first-stage systems of ``result`` in
+    place with the endpoint ``settings.model``. ``open_client()`` yields (client, endpoint name), opened only now
+    (a local server starts after the first stage). Returns (report, manifest inputs). An interrupt, a batch still running or a bad answer
+    reach the caller (a rerun resumes from the cache)."""
+    state_dir = Path(settings.batch_state_dir or Path(results_folder) / "rerank" / "batches")
+    result.window = settings.candidates
+    with open_client() as (client, name):
+        report = rerank_systems(result, data, client, settings, model=name, state_dir=state_dir, log=log)
+        inputs = report.manifest_inputs(client.endpoint(name))
+    return report, inputs

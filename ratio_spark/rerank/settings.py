@@ -7,15 +7,15 @@ the 10 best returned, queries whose gold is outside the top 100 not sent.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field, model_validator
 
-from ratio_spark.core.strict import StrictModel
+from ratio_spark.llm.settings import LLMTransportSettings
 
 
-class RerankConfig(StrictModel):
-    """How a first-stage run is reranked listwise by an LLM endpoint of the ``llm:`` section."""
+class RerankConfig(LLMTransportSettings):
+    """How a first-stage run is reranked listwise by an LLM endpoint of the ``llm:`` section. The transport
+    fields (``mode``, ``batch_*``) are ``llm.settings.LLMTransportSettings``; ``batch_state_dir`` None:
+    ``<results>/rerank/batches``; with sliding windows there is one batch per window round."""
 
     model: str = "gemma-local"  # an endpoint name from the llm: section
     prompt: str = "listwise-v1"  # a prompt id: ratio_spark/rerank/prompts/<id>.md
@@ -32,13 +32,6 @@ class RerankConfig(StrictModel):
     skip_unexposed: bool = True
     max_candidate_chars: int | None = Field(default=None, ge=20)  # cut long candidates (None: whole text)
     max_tokens: int = Field(default=200, ge=16)  # answer budget; reasoning models need thousands
-    # sync: concurrent chat calls; batch: the OpenAI Batch API (one batch per window round); auto: batch
-    # for an OpenAI endpoint (no base_url) from batch_min_requests uncached requests, sync otherwise.
-    mode: Literal["auto", "sync", "batch"] = "auto"
-    batch_min_requests: int = Field(default=1000, ge=1)
-    batch_state_dir: str | None = None  # None: <results>/rerank/batches
-    batch_poll_interval_s: float = Field(default=30, gt=0)
-    batch_max_wait_s: float | None = None  # stop polling after this long (the batch keeps running; rerun)
     systems: list[str] | None = None  # evaluate --rerank: which retrievers to rerank (None: all)
 
     @model_validator(mode="after")

@@ -11,7 +11,7 @@ from typing import Callable
 
 import pandas as pd
 
-from ratio_spark.core.delta import read_delta
+from ratio_spark.evaluation.tables import read_table
 from ratio_spark.core.errors import UserError
 
 PAIR_COLUMNS = [
@@ -26,22 +26,21 @@ class PairsError(UserError, ValueError):
     """The tables needed for the silver set are inconsistent (a missing table raises ``DeltaTableMissing``)."""
 
 
-def _read_delta(location: str, columns: list[str], split: str | None) -> pd.DataFrame:
-    filters = [("split", "=", split)] if split else None
-    return read_delta(location, columns, filters, missing_hint="run `ratio-spark pools` first").to_pandas()
+def _split_rows(location: str, name: str, columns: list[str], split: str | None) -> pd.DataFrame:
+    return read_table(location, name, columns, [("split", "=", split)] if split else None).to_pandas()
 
 
 def load_pairs(location: Callable[[str], str], split: str | None) -> pd.DataFrame:
     """Every query of ``split`` (all splits when None) with its gold sentence, one row per query_id."""
-    queries = _read_delta(
-        location("queries"),
+    queries = _split_rows(
+        location("queries"), "queries",
         ["split", "move", "query_id", "query_text_original", "gold_candidate_id", "marker", "marker_entry",
          "paper_id", "pair_id"],
         split,
     )
     if queries.empty:
         raise PairsError(f"table queries at {location('queries')} has no rows for split {split!r}")
-    candidates = _read_delta(location("candidates"), ["split", "candidate_id", "text_original"], split)
+    candidates = _split_rows(location("candidates"), "candidates", ["split", "candidate_id", "text_original"], split)
     golds = candidates.rename(columns={"candidate_id": "gold_candidate_id", "text_original": "gold_text_original"})
     pairs = queries.merge(golds, on=["split", "gold_candidate_id"], how="left", validate="many_to_one")
     missing = pairs["gold_text_original"].isna()

@@ -1,4 +1,5 @@
-"""Judging prompts: versioned files, one per (move, variant), loaded and checked at start-up.
+"""Judging prompts: versioned files, one per (move, variant), read by ``core.prompts.read_prompt`` and checked at
+start-up.
 
 A prompt file is ``<move>/<name>-v<N>.md``: YAML front matter (``id``, ``move``, ``description``) and a
 body that becomes the system message. A changed wording gets a new version (a new file), so verdicts in
@@ -9,14 +10,12 @@ the body is recorded as well, so an edit without a new version is still visible.
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from ratio_spark.core.errors import UserError
-from ratio_spark.core.files import read_text
-from ratio_spark.core.front_matter import split_front_matter
+from ratio_spark.core.prompts import read_prompt
 from ratio_spark.core.schema import MOVES
 from ratio_spark.silver.pairs import judge_text
 
@@ -31,8 +30,6 @@ VERDICT_SCHEMA: dict = {
     "required": ["reason", "accept"],
     "additionalProperties": False,
 }
-
-_ID = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*-v\d+$")
 
 
 class PromptError(UserError, ValueError):
@@ -59,10 +56,6 @@ class JudgePrompt:
         return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
 
 
-def _parse(text: str, where: str) -> tuple[dict, str]:
-    return split_front_matter(text, where, PromptError)
-
-
 def _files(prompt_dir: str | Path | None):
     if prompt_dir is None:
         root = resources.files("ratio_spark.silver") / "prompts"
@@ -82,10 +75,8 @@ def load_prompts(prompt_dir: str | Path | None = None) -> dict[str, dict[str, Ju
     prompts: dict[str, dict[str, JudgePrompt]] = {}
     for move, entry in _files(prompt_dir):
         where = f"{move}/{entry.name}"
-        meta, body = _parse(read_text(entry, PromptError), where)
-        prompt_id = str(meta.get("id", ""))
-        if prompt_id != entry.name[: -len(".md")] or not _ID.match(prompt_id):
-            raise PromptError(f"{where}: id {prompt_id!r} must equal the file name and look like name-v1")
+        file = read_prompt(entry, PromptError, where)
+        meta, body, prompt_id = file.meta, file.system, file.id
         if meta.get("move") != move or move not in MOVES:
             raise PromptError(f"{where}: move {meta.get('move')!r} must be the folder name, one of {MOVES}")
         if "JSON" not in body:

@@ -10,23 +10,25 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ratio_spark.core.schema import MOVES
-from ratio_spark.core.strict import StrictModel
+from ratio_spark.core.schema import MOVES, SplitName
+from ratio_spark.llm.settings import LLMTransportSettings
 
 
 SampleSize = int | Literal["all"]
 
 
-class SilverConfig(StrictModel):
+class SilverConfig(LLMTransportSettings):
     """How the silver test set is sampled, judged and written.
 
     ``sample``: pairs per move, or ``all`` (the paper: 10K Specify, all Address and Broaden), drawn with
     equal allocation across ``stratify_by`` values. ``prompts``: the two (or more) prompt ids per move
     whose verdicts must all accept a pair; ``ratio-spark silver agreement --write-selection`` writes the
-    calibrated choice. The defaults are chosen a priori, not calibrated (docs/silver.md).
+    calibrated choice. The defaults are chosen a priori, not calibrated (docs/silver.md). The transport fields
+    (``mode``, ``batch_*``) are ``llm.settings.LLMTransportSettings``; ``batch_state_dir`` None:
+    ``<tables root>/silver_batches/<split>``.
     """
 
-    split: str = "test"
+    split: SplitName = "test"
     sample: dict[str, SampleSize] = Field(
         default_factory=lambda: {"address": "all", "broaden": "all", "specify": 10_000}
     )
@@ -41,14 +43,6 @@ class SilverConfig(StrictModel):
         }
     )
     prompt_dir: str | None = None  # None: the prompts shipped in ratio_spark/silver/prompts
-    # sync: concurrent chat calls (any OpenAI-compatible server); batch: the OpenAI Batch API (half
-    # price, hours); auto: batch for an OpenAI endpoint (no base_url) with at least batch_min_requests
-    # uncached requests, sync otherwise.
-    mode: Literal["auto", "sync", "batch"] = "auto"
-    batch_min_requests: int = 1000
-    batch_state_dir: str | None = None  # None: <tables root>/silver_batches/<split>
-    batch_poll_interval_s: float = Field(default=30, gt=0)
-    batch_max_wait_s: float | None = None  # stop polling after this long (the batch keeps running; rerun)
     # Ask the second prompt only about pairs the first accepted: the AND rule gives the same set for
     # fewer requests, but rejected pairs then lack the second verdict (its error is skipped_after_reject).
     short_circuit: bool = False

@@ -12,7 +12,8 @@ from __future__ import annotations
 import pandas as pd
 import pyarrow as pa
 
-from ratio_spark.core.delta import is_delta_table, read_delta
+from ratio_spark.core.delta import is_delta_table
+from ratio_spark.evaluation.tables import read_table
 
 VERDICT_TYPE = pa.struct([
     ("prompt_id", pa.string()),
@@ -87,5 +88,6 @@ def write_silver(table: pa.Table, location: str) -> None:
 
 
 def read_silver(location: str, split: str | None = None) -> pd.DataFrame:
-    filters = [("split", "=", split)] if split else None
-    return read_delta(location, filters=filters, missing_hint="run `ratio-spark silver build` first").to_pandas()
+    """Every column of the silver table (one ``split`` of it when given), for the silver tools; the evaluation's
+    query filter reads three columns of it (``evaluation.data.silver_verdicts``), both through ``read_table``."""
+    return read_table(location, "silver", filters=[("split", "=", split)] if split else None).to_pandas()

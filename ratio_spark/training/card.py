@@ -19,6 +19,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from ratio_spark.core.markdown import markdown_table
 from ratio_spark.training.evaluator import PRIMARY
 
 
@@ -69,7 +70,8 @@ def model_card(run) -> dict:
 
 def card_markdown(card: dict) -> str:
     hp = card["hyperparameters"]
-    curve = "\n".join(f"| {p['epoch']:.2f} | {p['step']} | {100 * p[PRIMARY]:.2f} |" for p in card["validation_curve"])
+    curve = markdown_table(["epoch", "step", "validation MRR@10 (%)"],
+                           [[f"{p['epoch']:.2f}", p["step"], f"{100 * p[PRIMARY]:.2f}"] for p in card["validation_curve"]])
     untuned = card["validation_mrr10_untuned"]
     return f"""
 ## Ratio fine-tuning (ratio-spark train)
@@ -87,8 +89,6 @@ def card_markdown(card: dict) -> str:
 - Wall time {card['wall_seconds']} s on {card['processes']} process(es), {card['train_pairs_per_second']} training
   pairs/s; hardware: {json.dumps(card['hardware'])}; code {card['code']}
 
-| epoch | step | validation MRR@10 (%) |
-|---|---|---|
 {curve}
 """
 

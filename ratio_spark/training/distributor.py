@@ -15,17 +15,14 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 
-def train_process(conf_path: str) -> int:
-    """One training process (what TorchDistributor pickles and runs in each of its processes)."""
-    from ratio_spark.cli.main import main
-
-    return main(["train", "--conf", conf_path, "--no-progress"])
-
-
-def run_on_torch_distributor(config, settings) -> int:
-    """Train with ``settings`` (the resolved ``training:`` section) on TorchDistributor; the exit code of rank 0."""
+def run_on_torch_distributor(config, settings, train_process: Callable[[str], int]) -> int:
+    """Train with ``settings`` (the resolved ``training:`` section) on TorchDistributor; the exit code of rank 0.
+    ``train_process(conf_path)`` is one training process (the command line's ``ratio-spark train``, given by
+    the caller so that this package never imports the command line); TorchDistributor pickles it by reference
+    and runs it in each of its processes."""
     from pyspark.ml.torch.distributor import TorchDistributor
     from pyspark.sql import SparkSession
 

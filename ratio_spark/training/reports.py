@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ratio_spark.evaluation.reports import markdown_table
+from ratio_spark.core.markdown import markdown_table
+from ratio_spark.evaluation.reports import frame_markdown
 from ratio_spark.evaluation.runner import MOVE_ORDER
 from ratio_spark.training.evaluator import PRIMARY
 from ratio_spark.training.settings import TrainingInputError
@@ -197,15 +198,14 @@ def _table_markdown(rows: pd.DataFrame, move: str, not_run: list[str]) -> str:
     for label in not_run:
         table.loc[label] = float("nan")
     table.index.name = "system"
-    return markdown_table(table)
+    return frame_markdown(table)
 
 
 def _transfer_markdown(rows: pd.DataFrame) -> str:
     lines = []
     for model, part in rows.groupby("model", sort=False):
         moves = [m for m in MOVE_ORDER if m in set(part["move"])]
-        lines += [f"**{model}**, MRR@10 (%) on each move's queries (change over the untuned model):", "",
-                  "| model | " + " | ".join(m.capitalize() for m in moves) + " |", "|---|" + "---|" * len(moves)]
+        rows = []
         for label, group in part.groupby("trained_on", sort=False):
             cells = []
             for move in moves:
@@ -216,8 +216,9 @@ def _transfer_markdown(rows: pd.DataFrame) -> str:
                     cells.append(f"{row['mrr10']:.1f}")
                 else:
                     cells.append(f"{row['mrr10']:.1f} ({row['change_percent']:+.0f}%)")
-            lines.append(f"| {label} | " + " | ".join(cells) + " |")
-        lines.append("")
+            rows.append([label, *cells])
+        lines += [f"**{model}**, MRR@10 (%) on each move's queries (change over the untuned model):", "",
+                  markdown_table(["model", *(m.capitalize() for m in moves)], rows), ""]
     return "\n".join(lines)
 
 
@@ -251,7 +252,7 @@ def write_report(evaluation: str | Path, run_paths, out: str | Path, baselines: 
         "",
         "## MRR@10",
         "",
-        markdown_table(head),
+        frame_markdown(head),
         "",
     ]
     for move in moves:

@@ -17,9 +17,8 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from ratio_spark.core.errors import UserError
+from ratio_spark.core.schema import MoveName, PrefixMode
 from ratio_spark.core.strict import StrictModel
-
-MoveName = Literal["address", "broaden", "specify"]
 
 
 class TrainingInputError(UserError, ValueError):
@@ -58,7 +57,7 @@ class TrainingConfig(StrictModel):
     # per_move: one model per move; unified: one model for all moves, each query with its move's instruction
     mode: Literal["per_move", "unified"] = "per_move"
     model: str = "minilm"  # alias (minilm, mpnet, evaluation.models), folder or sentence-transformers name
-    prefix: Literal["none", "generic", "recommended", "instructions"] = "generic"
+    prefix: PrefixMode = "generic"
     hyperparameters: str = "minilm"  # a shipped file by name (minilm, mpnet) or a path
     configurations: list[str] | None = None  # ids to run from the file; None: all of them
     loss: Literal["mnrl", "cached_mnrl"] = "mnrl"

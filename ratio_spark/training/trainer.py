@@ -387,7 +387,7 @@ def train_run(settings: TrainingConfig, moves: list[str], train: BenchmarkSplit,
 
 def mine_negatives(settings: TrainingConfig, pairs: TrainingPairs, train: BenchmarkSplit,
                    evaluation: EvaluationConfig) -> TrainingPairs:
-    from ratio_spark.evaluation.runner import build_retriever
+    from ratio_spark.evaluation.retrieval.registry import build_retriever
 
     options = settings.hard_negatives
     retriever = build_retriever(options.miner, evaluation.model_copy(update={"progress": settings.progress}))

@@ -83,6 +83,8 @@ class Retriever(ABC):
     name: str
     #: human-readable label for tables (``BM25-unigram``, ``all-MiniLM-L6-v2 (generic prefix)``)
     label: str
+    #: a score of 0 or less means "shares nothing with the query" (BM25), not a weak match
+    positive_only: bool = False
 
     @abstractmethod
     def index(self, pool: CandidatePool) -> None: ...
@@ -90,6 +92,11 @@ class Retriever(ABC):
     @abstractmethod
     def search(self, texts: Sequence[str], move: str, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Scores and pool row indices, each ``(len(texts), k)``, best first; index -1 pads short rows."""
+
+    def score_pool(self, text: str) -> np.ndarray:
+        """One score per row of the indexed pool for one query text, with no move (higher is better): for a
+        service that gates the pool before its cut (the Inspire search, ``inspire.search``)."""
+        raise NotImplementedError(f"{self.name} cannot score a whole pool for a query")
 
     def describe(self) -> dict:
         return {"name": self.name, "label": self.label}

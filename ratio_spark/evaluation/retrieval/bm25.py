@@ -19,6 +19,7 @@ from ratio_spark.evaluation.retrieval.base import PROGRESS_MIN, Retriever, top_k
 
 
 class BM25Retriever(Retriever):
+    positive_only = True
     def __init__(self, ngram: int = 1, k1: float = 1.5, b: float = 0.75, method: str = "lucene", progress: bool = True):
         if ngram not in (1, 2, 3):
             raise ValueError(f"BM25 n-gram order must be 1, 2 or 3, got {ngram}")
@@ -56,6 +57,9 @@ class BM25Retriever(Retriever):
         if not ids:
             return np.zeros(self._pool_size, dtype=np.float32)
         return self._bm25.get_scores_from_ids(ids)
+
+    def score_pool(self, text: str) -> np.ndarray:
+        return self.scores(text)
 
     def search(self, texts: Sequence[str], move: str, k: int) -> tuple[np.ndarray, np.ndarray]:
         if self._bm25 is None:

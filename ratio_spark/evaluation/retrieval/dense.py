@@ -26,11 +26,11 @@ from typing import Sequence
 
 import numpy as np
 
+from ratio_spark.core.schema import PREFIX_MODES
 from ratio_spark.evaluation.data import CandidatePool
 from ratio_spark.evaluation.retrieval.base import PROGRESS_MIN, Retriever
 from ratio_spark.evaluation.retrieval.cache import EmbeddingCache, model_fingerprint, texts_digest
 
-PREFIX_MODES = ("none", "generic", "recommended", "instructions")
 GENERIC_PREFIXES = ("query: ", "document: ")
 MOVE_INSTRUCTIONS = {  # the paper's appendix C, word for word
     "address": "Given a scientific statement describing a research problem or limitation, retrieve a passage that "
@@ -158,6 +158,7 @@ class DenseRetriever(Retriever):
         self._model = None
         self._model_path: str | None = None
         self._index = None
+        self._embeddings: np.ndarray | None = None
         self._exact = None
         self._pool_size = 0
         self.ann_recall: dict[str, float] = {}
@@ -229,9 +230,18 @@ class DenseRetriever(Retriever):
 
     def index(self, pool: CandidatePool) -> None:
         embeddings = self.embed_pool(pool)
+        self._embeddings = embeddings
         self._index = build_faiss_index(embeddings, self.index_kind, **self.index_params)
         self._exact = build_faiss_index(embeddings, "flat") if self.index_kind != "flat" else None
         self._pool_size = len(pool)
+
+    def score_pool(self, text: str) -> np.ndarray:
+        """Cosine with every pool row, the query side of the prefix mode without a move (not ``instructions``)."""
+        if self._embeddings is None:
+            raise RuntimeError(f"{self.name}: index a pool first")
+        if self.prefix_mode == "instructions":
+            raise ValueError(f"{self.name}: a per-move instruction needs a move")
+        return self._embeddings @ self.encode([text], self.prefixes("address")[0])[0]
 
     def search(self, texts: Sequence[str], move: str, k: int) -> tuple[np.ndarray, np.ndarray]:
         if self._index is None:

@@ -70,6 +70,11 @@ class MaxSimRetriever(Retriever):
         best = np.maximum.reduceat(similarities, self._starts, axis=1)  # (query tokens, candidates)
         return best.sum(axis=0)
 
+    def score_pool(self, text: str) -> np.ndarray:
+        if self._tokens is None:
+            raise RuntimeError(f"{self.name}: index a pool first")
+        return self.scores(self.token_embeddings([text], self.max_query_tokens)[0])
+
     def search(self, texts: Sequence[str], move: str, k: int) -> tuple[np.ndarray, np.ndarray]:
         if self._tokens is None:
             raise RuntimeError(f"{self.name}: index a pool first")

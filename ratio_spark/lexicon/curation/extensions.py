@@ -24,7 +24,6 @@ from ratio_spark.core.schema import MOVES
 from ratio_spark.core.tsv import read_tsv
 from ratio_spark.lexicon.loader import Lexicon
 from ratio_spark.lexicon.curation.formats import Candidate, LexiconInputError, normalise_marker
-from ratio_spark.pipeline.pairs import consecutive_pairs
 from ratio_spark.lexicon.curation.spans import opening_span
 
 MAX_EXTENSION_WORDS = 5
@@ -88,17 +87,20 @@ def _extends(span: F.Column, max_words: int) -> F.Column:
     )
 
 
-def collect_extensions(sentences: DataFrame, prefixes: list[Prefix], max_words: int = MAX_EXTENSION_WORDS) -> DataFrame:
+def collect_extensions(sentences: DataFrame, pairs: DataFrame, prefixes: list[Prefix],
+                       max_words: int = MAX_EXTENSION_WORDS) -> DataFrame:
     """(prefix, move, extension, sentences, pairs): every attested extension of every prefix, with counts.
 
     ``sentences``: clean sentences that open with it and a comma; ``pairs``: of those, the ones that
-    are the second sentence of a consecutive pair (what mining sees, before its drops).
+    are the second sentence of a consecutive pair (what mining sees, before its drops). The argument
+    ``pairs`` is the consecutive pairs of ``sentences`` (``ratio_spark.pipeline.pairs.consecutive_pairs``,
+    applied by the caller: the lexicon package sits below the pipeline).
     """
     wanted = F.broadcast(_prefix_frame(sentences.sparkSession, prefixes))
     opened = sentences.where(F.col("norm_flag").isNull()).select(
         opening_span(F.col("norm_text"), None).alias("span"), "sentence_id"
     ).where(F.col("span").isNotNull())
-    seconds = consecutive_pairs(sentences).where(F.col("second_norm_flag").isNull()).select(
+    seconds = pairs.where(F.col("second_norm_flag").isNull()).select(
         F.col("second_sentence_id").alias("sentence_id"), F.lit(1).alias("is_second")
     )
     matched = opened.join(wanted, _extends(F.col("span"), max_words)).join(seconds, "sentence_id", "left")

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-import string
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
@@ -30,7 +28,7 @@ import yaml
 
 from ratio_spark.core.schema import DEFAULT_MAX_EXTENSION_WORDS
 from ratio_spark.core.errors import UserError
-from ratio_spark.core.files import read_text
+from ratio_spark.core.prompts import PromptFile, read_prompt
 from ratio_spark.core.tsv import read_tsv, write_tsv
 from ratio_spark.lexicon.curation.formats import LABELS, LABELS_FILE
 from ratio_spark.lexicon.loader import SHIPPED_DIR
@@ -54,50 +52,13 @@ class LexiconLLMError(UserError, ValueError):
 # ---------------------------------------------------------------------------------------------- prompts
 
 
-@dataclass(frozen=True)
-class Prompt:
-    """A versioned prompt file: ``[system]`` and ``[user]`` sections with ``$placeholders``."""
-
-    file: str  # e.g. "generate_markers.v1.txt"
-    system: str
-    user: str
-
-    @property
-    def id(self) -> str:  # "generate_markers.v1"
-        return self.file.rsplit(".txt", 1)[0]
-
-    def render(self, **values: str) -> list[dict]:
-        try:
-            system = string.Template(self.system).substitute(values)
-            user = string.Template(self.user).substitute(values)
-        except KeyError as exc:
-            raise LexiconLLMError(f"prompt {self.file} needs a value for ${exc.args[0]}") from None
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
-
-
 def _folder(folder: str | Path | Traversable) -> Path | Traversable:
     return Path(folder) if isinstance(folder, str) else folder
 
 
-def load_prompt(file: str, prompts_dir: str | Path | Traversable = PROMPTS_DIR) -> Prompt:
-    path = _folder(prompts_dir) / file
-    if not re.fullmatch(r"[a-z_]+\.v\d+\.txt", file):
-        raise LexiconLLMError(f"prompt file name {file!r} must look like name.vN.txt (the version is part of the name)")
-    if not path.is_file():
-        raise LexiconLLMError(f"prompt file not found: {path}")
-    sections: dict[str, list[str]] = {}
-    current = None
-    for line in read_text(path, LexiconLLMError).splitlines():
-        if current is None and line.startswith("#"):
-            continue  # header comments
-        if line.strip() in ("[system]", "[user]"):
-            current = line.strip()[1:-1]
-            sections[current] = []
-        elif current is not None:
-            sections[current].append(line)
-    if set(sections) != {"system", "user"}:
-        raise LexiconLLMError(f"{path} must have a [system] and a [user] section (found {sorted(sections)})")
-    return Prompt(file, "\n".join(sections["system"]).strip(), "\n".join(sections["user"]).strip())
+def load_prompt(file: str, prompts_dir: str | Path | Traversable = PROMPTS_DIR) -> PromptFile:
+    """A ``name.vN.txt`` prompt of ``prompts_dir`` (``core.prompts.read_prompt``), its errors LexiconLLMError."""
+    return read_prompt(_folder(prompts_dir) / file, LexiconLLMError)
 
 
 def load_moves(prompts_dir: str | Path | Traversable = PROMPTS_DIR, file: str = MOVES_FILE) -> dict:
@@ -173,7 +134,7 @@ def compact_json(value: dict) -> str:
 
 def generate_candidates(client: LLMClient, model_names: list[str], move: str, seeds: Iterable[str], n: int, *,
                         rounds: int = 1, exclude: Iterable[str] = (), extendable_prefixes: Iterable[str] = (),
-                        prompt: Prompt | None = None,
+                        prompt: PromptFile | None = None,
                         moves: dict | None = None, stats: Counter | None = None,
                         max_tokens: int | None = None) -> list[dict]:
     """Ask every model in ``model_names`` for ``n`` new markers of ``move`` per round; candidate rows
@@ -234,11 +195,11 @@ def generate_candidates(client: LLMClient, model_names: list[str], move: str, se
     return sorted(rows, key=lambda r: r["marker"])
 
 
-def labeller_name(model: str, prompt: Prompt) -> str:
+def labeller_name(model: str, prompt: PromptFile) -> str:
     return f"{model}+{prompt.id}"
 
 
-def label_candidates(client: LLMClient, model: str, candidates: Iterable[dict], *, prompt: Prompt | None = None,
+def label_candidates(client: LLMClient, model: str, candidates: Iterable[dict], *, prompt: PromptFile | None = None,
                      moves: dict | None = None, stats: Counter | None = None, batch_state_dir: str | Path | None = None,
                      max_tokens: int = 160) -> list[dict]:
     """Label each distinct (marker, move) of ``candidates`` strong_true / weak_true / false with one

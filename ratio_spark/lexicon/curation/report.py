@@ -29,13 +29,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ratio_spark.core.markdown import markdown_table
 from ratio_spark.core.schema import DEFAULT_MAX_EXTENSION_WORDS
 from ratio_spark.core.schema import DISTRACTOR_CATEGORIES, MARKER_SOURCES, MOVES
 from ratio_spark.core.tsv import read_tsv
 from ratio_spark.lexicon.curation.formats import LexiconInputError
 from ratio_spark.lexicon.loader import Lexicon, lexicon_folder
 from ratio_spark.lexicon.matcher import PairCutter
-from ratio_spark.pipeline.pairs import consecutive_pairs
 
 AGAINST = ("mined_pairs", "pairs", "sentences")
 SOURCE_NAMES = {"manual": "Manual curation", "extension": "Extendable connective", "llm": "LLM generation", "pattern": "Pattern expansion"}
@@ -98,8 +98,12 @@ def occurrences(
     mined_pairs: DataFrame | None = None,
     require_comma: bool = True,
     max_extension_words: int = DEFAULT_MAX_EXTENSION_WORDS,
+    pairs: DataFrame | None = None,
 ) -> tuple[dict[str, dict], dict]:
-    """marker entry -> {matches, variants}, and what was examined."""
+    """marker entry -> {matches, variants}, and what was examined. What ``against`` names is given: the
+    ``sentences`` table, the ``mined_pairs`` table, or the consecutive ``pairs`` of the sentences
+    (``ratio_spark.pipeline.pairs.consecutive_pairs``, applied by the caller: the lexicon package sits below the
+    pipeline)."""
     if against not in AGAINST:
         raise ValueError(f"against must be one of {AGAINST}, got {against!r}")
     if against == "mined_pairs":
@@ -113,15 +117,15 @@ def occurrences(
             )
         matched = mined_pairs.select("marker_entry", "marker")
         examined = {"mined_pairs": mined_pairs.count()}
-    else:
+    elif against == "sentences":
         if sentences is None:
-            raise ValueError(f"against={against} needs the sentences table")
-        if against == "sentences":
-            texts = sentences.where(F.col("norm_flag").isNull()).select("norm_text")
-        else:
-            texts = consecutive_pairs(sentences).where(F.col("second_norm_flag").isNull()).select(
-                F.col("second_norm_text").alias("norm_text")
-            )
+            raise ValueError("against=sentences needs the sentences table")
+        texts = sentences.where(F.col("norm_flag").isNull()).select("norm_text")
+    else:
+        if pairs is None:
+            raise ValueError("against=pairs needs the consecutive pairs of the sentences table")
+        texts = pairs.where(F.col("second_norm_flag").isNull()).select(F.col("second_norm_text").alias("norm_text"))
+    if against != "mined_pairs":
         examined = {f"clean_{against}": texts.count()}
         matched = match_openings(texts, lexicon, require_comma, max_extension_words)
     rows = matched.groupBy("marker_entry").agg(F.count(F.lit(1)).alias("matches"), F.countDistinct("marker").alias("variants")).collect()
@@ -206,8 +210,9 @@ def render_markdown(lexicon: Lexicon, rows: list[dict], per_marker: list[dict], 
     lines += ["", "Markers by source and move. Lexicon: markers in the lexicon; Data: markers that occur"
               + (f" ({meta['against']})" if has_data else " (not measured)")
               + ". An extendable connective counts as one marker. A marker's source is the first that produced it.", ""]
-    header = "| Source | " + " | ".join(f"{m.capitalize()} lexicon | {m.capitalize()} data" for m in MOVES) + " | Total lexicon | Total data |"
-    lines += [header, "|" + "---|" * (2 + 2 * len(MOVES) + 1)]
+    header = ["Source", *(f"{m.capitalize()} {side}" for m in MOVES for side in ("lexicon", "data")), "Total lexicon",
+              "Total data"]
+    table = []
     for source in (*MARKER_SOURCES, "all"):
         name = "Total" if source == "all" else SOURCE_NAMES[source]
         cells = []
@@ -218,19 +223,19 @@ def render_markdown(lexicon: Lexicon, rows: list[dict], per_marker: list[dict], 
             lex_total += row["lexicon_markers"] if row else 0
             data_total += (row["data_markers"] or 0) if row else 0
         total_data = f"{data_total:,}" if has_data else "–"
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {lex_total:,} | {total_data} |")
+        table.append([name, *cells, f"{lex_total:,}", total_data])
+    lines.append(markdown_table(header, table))
     if produced:
         lines += ["", "Move markers each source produced. Candidates: what the source proposed (build.json); produced: "
                   "its markers in the lexicon, including those credited to another source (an earlier one, or the extension row for a prefix); new: those credited to it above. Base-lexicon markers are not candidates.", "",
-                  "| Source | Candidates | Produced | Credited to another source | New | Produced, in data |", "|---|---|---|---|---|---|"]
-        for p in produced:
-            n = (candidates or {}).get(p["source"])
-            lines.append(f"| {SOURCE_NAMES[p['source']]} | {_count(n)} | {p['produced']:,} | "
-                         f"{p['already_produced']:,} | {p['new']:,} | {_count(p['data'])} |")
-    lines += ["", "Distractor markers by category.", "", "| Category | Lexicon | Data | Matches |", "|---|---|---|---|"]
-    for category in DISTRACTOR_CATEGORIES:
-        lines.append(f"| {category} | {_cell(rows, 'distractor', category, 'all', 'lexicon_markers')} | "
-                     f"{_cell(rows, 'distractor', category, 'all', 'data_markers')} | {_cell(rows, 'distractor', category, 'all', 'matches')} |")
+                  markdown_table(["Source", "Candidates", "Produced", "Credited to another source", "New", "Produced, in data"],
+                                 [[SOURCE_NAMES[p["source"]], _count((candidates or {}).get(p["source"])), f"{p['produced']:,}",
+                                   f"{p['already_produced']:,}", f"{p['new']:,}", _count(p["data"])] for p in produced])]
+    lines += ["", "Distractor markers by category.", "",
+              markdown_table(["Category", "Lexicon", "Data", "Matches"],
+                             [[category, *(_cell(rows, "distractor", category, "all", column)
+                                           for column in ("lexicon_markers", "data_markers", "matches"))]
+                              for category in DISTRACTOR_CATEGORIES])]
     if has_data:
         lines += ["", f"Matches per move (the {meta['against']} that open with a marker of the move), and the {top} most frequent markers.", ""]
         for move in MOVES:
@@ -272,14 +277,17 @@ def lexicon_report(
     corpus: str = "",
     require_comma: bool = True,
     max_extension_words: int = DEFAULT_MAX_EXTENSION_WORDS,
+    pairs: DataFrame | None = None,
 ) -> dict:
-    """Compute and write the report; ``against`` None gives the Lexicon side only (no Spark needed)."""
+    """Compute and write the report; ``against`` None gives the Lexicon side only (no Spark needed); the
+    frame ``against`` names is given (``occurrences``)."""
     started = time.time()
     found, examined = None, {}
     if against is not None:
         if spark is None:
             raise ValueError("the Data columns need a SparkSession")
-        found, examined = occurrences(spark, lexicon, against, sentences, mined_pairs, require_comma, max_extension_words)
+        found, examined = occurrences(spark, lexicon, against, sentences, mined_pairs, require_comma, max_extension_words,
+                                      pairs)
     provenance = read_provenance(folder)
     rows, per_marker = table4(lexicon, provenance, found)
     build_file = lexicon_folder(folder) / "build.json"

@@ -33,7 +33,6 @@ from pyspark.sql import functions as F
 from ratio_spark.lexicon.loader import Lexicon
 from ratio_spark.lexicon.curation.formats import Decision, read_decisions, write_decisions
 from ratio_spark.lexicon.matcher import PairCutter
-from ratio_spark.pipeline.pairs import consecutive_pairs
 from ratio_spark.lexicon.curation.spans import opening_span, opening_spans, sample_pairs_for_spans
 
 PAIR_COLUMNS = ("paper_id", "first_sentence_id", "second_sentence_id", "first_text", "second_text")
@@ -93,13 +92,13 @@ def lexicon_status(span: str, cutter: PairCutter | None) -> str:
     return status if marker.text == span else f"{status} via {marker.text}"
 
 
-def sample_pairs(sentences: DataFrame, spans: list[SpanRow], k: int, seed: int) -> None:
-    """Attach up to k seeded sample pairs to each span (in place), ordered by sample rank."""
+def sample_pairs(pairs: DataFrame, spans: list[SpanRow], k: int, seed: int) -> None:
+    """Attach up to k seeded sample pairs (of ``pairs``) to each span (in place), ordered by sample rank."""
     if not spans or k <= 0:
         return
-    spark = sentences.sparkSession
+    spark = pairs.sparkSession
     frame = spark.createDataFrame([(s.span,) for s in spans], "span string")
-    sampled = sample_pairs_for_spans(consecutive_pairs(sentences), frame, k, seed)
+    sampled = sample_pairs_for_spans(pairs, frame, k, seed)
     by_span: dict[str, list] = {}
     for row in sampled.select("span", "sample_rank", *PAIR_COLUMNS).collect():
         by_span.setdefault(row.span, []).append(row.asDict())
@@ -109,6 +108,7 @@ def sample_pairs(sentences: DataFrame, spans: list[SpanRow], k: int, seed: int) 
 
 def mine_spans(
     sentences: DataFrame,
+    pairs: DataFrame,
     top: int = 400,
     per_span: int = 15,
     seed: int = 0,
@@ -116,12 +116,15 @@ def mine_spans(
     lexicon: Lexicon | None = None,
     only: list[str] | None = None,
 ) -> list[SpanRow]:
-    """Top spans (or the attested ones among ``only``), their lexicon status and sample pairs."""
+    """Top spans of ``sentences`` (or the attested ones among ``only``), their lexicon status and sample pairs.
+
+    ``pairs``: the consecutive pairs of ``sentences`` (``ratio_spark.pipeline.pairs.consecutive_pairs``, which
+    the caller applies: the lexicon package sits below the pipeline and never imports it)."""
     spans = top_spans(sentences, top, max_words, only)
     cutter = PairCutter(lexicon) if lexicon is not None else None
     for s in spans:
         s.in_lexicon = lexicon_status(s.span, cutter)
-    sample_pairs(sentences, spans, per_span, seed)
+    sample_pairs(pairs, spans, per_span, seed)
     return spans
 
 
