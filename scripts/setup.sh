@@ -65,6 +65,8 @@ if [ -n "${RATIO_MODELS:-}" ]; then
   "$VENV/bin/ratio-spark" models install ${RATIO_MODELS//,/ }
 fi
 
-echo "setup: fetching the Delta Lake and Spark NLP jars (cached after the first run)"
-"$VENV/bin/ratio-spark" jars > /dev/null
+echo "setup: fetching the jars (Delta Lake; Spark NLP too with the dev extra; cached after the first run)"
+# Every component with the dev extra: the tests run both segment engines (Spark NLP's jars are ~270 MB).
+case ",$EXTRAS," in *,dev,*) jars_all=--all ;; *) jars_all= ;; esac
+"$VENV/bin/ratio-spark" jars $jars_all > /dev/null
 echo "setup: ready ($("$VENV/bin/python" -c 'import pyspark, sparknlp, delta; print("pyspark", pyspark.__version__, "| spark-nlp", sparknlp.version())'))"

@@ -128,6 +128,28 @@ def test_jars_come_from_one_cached_folder_per_component(tmp_path):
     assert [j.name for j in ensure_jars("p1", tmp_path)] == ["delta-spark.jar", "shared.jar", "spark-nlp.jar"]
 
 
+def test_two_processes_fetching_the_same_jars_at_once_run_maven_once(tmp_path, monkeypatch):
+    """Two test workers (or two commands) on a fresh cache: the second waits for the first's Maven run and uses
+    its jars, instead of running Maven beside it on the same local repository (half-copied jars). The ``mvn`` on
+    PATH is a stand-in script (Maven itself is slow and needs the network); it logs each run and writes one jar."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    runs = tmp_path / "runs.log"
+    mvn = bin_dir / "mvn"
+    mvn.write_text("#!/bin/sh\necho run >> " + str(runs) + "\nsleep 2\n"
+                   "for a in \"$@\"; do case $a in -DoutputDirectory=*) d=${a#-DoutputDirectory=};; esac; done\n"
+                   "mkdir -p \"$d\" && echo jar > \"$d/x.jar\"\n")
+    mvn.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    script = f"from ratio_spark.pipeline.jars import ensure_jars; print(ensure_jars('p1', {str(tmp_path / 'cache')!r}, wanted=['delta']))"
+    procs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    assert runs.read_text().split() == ["run"]
+    assert all("x.jar" in out for out, _ in outputs)
+
+
 def test_preflight_names_the_jars_of_the_engine(tmp_path):
     from ratio_spark.cli.preflight import pipeline_checks
 

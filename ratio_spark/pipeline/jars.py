@@ -9,6 +9,7 @@ that a session otherwise never loads: ``components``).
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import subprocess
 from collections.abc import Iterable
@@ -81,6 +82,16 @@ def _resolve(profile: str, component: str, target: Path, quiet: bool) -> None:
     (target / _COMPLETE_MARKER).write_text("resolved by " + " ".join(cmd[:5]) + "\n")
 
 
+def _resolve_once(profile: str, component: str, target: Path, quiet: bool) -> None:
+    """Resolve under an exclusive lock: two processes that start at once (test workers, two commands) would
+    otherwise run Maven side by side on the same local repository and partial folder, and copy half-written jars."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.with_name(component + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (target / _COMPLETE_MARKER).exists():  # another process may have finished while we waited
+            _resolve(profile, component, target, quiet)
+
+
 def ensure_jars(profile: str = DEFAULT_PROFILE, cache_dir: Path | str | None = None, quiet: bool = True,
                 wanted: Iterable[str] = COMPONENTS) -> list[Path]:
     """Return the local jar files of the components ``wanted`` of ``profile``, resolving them with Maven on first
@@ -89,7 +100,7 @@ def ensure_jars(profile: str = DEFAULT_PROFILE, cache_dir: Path | str | None = N
     for component in wanted:
         target = _folder(profile, component, cache_dir)
         if not (target / _COMPLETE_MARKER).exists():
-            _resolve(profile, component, target, quiet)
+            _resolve_once(profile, component, target, quiet)
         found = sorted(target.glob("*.jar"))
         if not found:
             raise UserError(f"no jars in {target}: delete the folder to fetch them again")
