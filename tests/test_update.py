@@ -271,12 +271,22 @@ def test_an_update_after_one_that_stopped_half_way_rebuilds_the_derived_tables(u
 # --- concurrent writers (issue 30): two updates at once, and evaluate reading while one commits ---
 
 
-def _update_process(inputs: Path, base: Path, tables: Path, release: Path) -> subprocess.Popen:
+def _update_process(inputs: Path, base: Path, tables: Path, release: Path, log: Path) -> subprocess.Popen:
+    """``ratio-spark update`` in its own process, its output to files: a pipe nobody reads while it runs fills
+    up, and Spark's logger then blocks the process for good."""
     return subprocess.Popen(
         [sys.executable, "-m", "ratio_spark.cli.main", "update", "--conf", str(REPO_ROOT / "conf" / "sample.yaml"),
          "--set", f"inputs.0.path={base}", "--set", f"tables.root={tables}", "--set", f"release.root={release}",
          "--set", "spark.conf.spark.driver.memory=2g", "--inputs", str(inputs)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=open(log.with_suffix(".out"), "w"), stderr=open(log.with_suffix(".err"), "w"), text=True)
+
+
+def _outcome(process: subprocess.Popen, log: Path) -> tuple[int, str, str]:
+    process.wait()
+    for stream in (process.stdout, process.stderr):
+        if stream:
+            stream.close()
+    return process.returncode, log.with_suffix(".out").read_text(), log.with_suffix(".err").read_text()
 
 
 def _evaluate_once(tables: Path, results: Path) -> dict:
@@ -311,17 +321,17 @@ def test_two_updates_at_once_one_commits_one_stops_with_one_line_and_evaluate_re
     base = Path(updated.config.inputs[0].path)
     new = base.parent / "new"
     lock = tables / "_update.lock"
-    first = _update_process(new, base, tables, release)
+    first = _update_process(new, base, tables, release, tmp_path / "first")
     deadline = time.monotonic() + 300
     while not (lock.exists() and lock.read_text().startswith("pid ")):  # the first holds the lock
-        assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+        assert first.poll() is None and time.monotonic() < deadline, _outcome(first, tmp_path / "first")
         time.sleep(0.05)
-    second = _update_process(new, base, tables, release)
+    second = _update_process(new, base, tables, release, tmp_path / "second")
     readings = []
     while first.poll() is None or second.poll() is None:  # evaluate reads while the update commits
         readings.append(_evaluate_once(tables, tmp_path / f"eval-{len(readings)}"))
     readings.append(_evaluate_once(tables, tmp_path / f"eval-{len(readings)}"))
-    outcomes = sorted([(first.returncode, *first.communicate()), (second.returncode, *second.communicate())])
+    outcomes = sorted([_outcome(first, tmp_path / "first"), _outcome(second, tmp_path / "second")])
     (won, _, _), (lost, _, stderr) = outcomes
     assert (won, lost) == (0, 1), outcomes
     assert "Traceback" not in stderr
