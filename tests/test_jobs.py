@@ -11,23 +11,18 @@ import time
 from pathlib import Path
 
 import pytest
-from deltalake import DeltaTable
 
 from ratio_spark.core.config import load_config
 from ratio_spark.pipeline.stages import PIPELINE, STAGES
 
 from conftest import REPO_ROOT
+from test_standalone import release_manifest, table_rows
 
 VENV_BIN = Path(sys.executable).parent
 
 
 def job_env() -> dict:
     return {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-
-
-def table_rows(location: str) -> list:
-    frame = DeltaTable(location).to_pandas()
-    return sorted(map(str, frame.astype(str).itertuples(index=False)))
 
 
 @pytest.mark.slow
@@ -58,5 +53,4 @@ def test_a_run_killed_midway_then_rerun_gives_the_same_rows(sample_benchmark, sp
         STAGES[stage](spark, config)
     for name in ("papers", "rejects", "sentences", "references", "mined_pairs", "drops", "queries", "candidates"):
         assert table_rows(config.tables.location(name)) == table_rows(reference.tables.location(name)), name
-    assert (tmp_path / "release" / "manifest.json").read_text() == \
-        (Path(reference.release.root) / "manifest.json").read_text()
+    assert release_manifest(tmp_path / "release") == release_manifest(Path(reference.release.root))

@@ -60,7 +60,8 @@ def finished_stage_rows(location: Path, finished=("ingest", "segment")) -> list[
 def release_manifest(release: Path) -> dict:
     """A release's manifest.json without its ``sha256`` map: the map pins the bytes of each file as written, and a
     Parquet file's bytes or the card's provenance lines (the commit a cluster's zip does not have, the inputs an
-    update added) may differ where every row is the same; assert_same_tables compares the rows."""
+    update added) may differ where every row is the same (parquet-mr writes each column chunk's list of encodings
+    in an order that changes from one JVM to the next); assert_same_tables compares the rows."""
     manifest = json.loads((release / "manifest.json").read_text())
     assert set(manifest.pop("sha256")) >= {"README.md"}, "the manifest lists the hashes of the release's files"
     return manifest
