@@ -330,6 +330,7 @@ def test_two_updates_at_once_one_commits_one_stops_with_one_line_and_evaluate_re
     readings = []
     while first.poll() is None or second.poll() is None:  # evaluate reads while the update commits
         readings.append(_evaluate_once(tables, tmp_path / f"eval-{len(readings)}"))
+        time.sleep(1)  # a reading a second: evaluating back to back took a core from the updates on two
     readings.append(_evaluate_once(tables, tmp_path / f"eval-{len(readings)}"))
     outcomes = sorted([_outcome(first, tmp_path / "first"), _outcome(second, tmp_path / "second")])
     (won, _, _), (lost, _, stderr) = outcomes
