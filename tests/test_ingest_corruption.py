@@ -103,6 +103,9 @@ def make_corpus(root: Path) -> Corpus:
     third = cut_tar.index(b"P17-1022.tei.xml")  # its header: cut inside the member that follows it
     c.write("tei/cut.tar", cut_tar[: third + 4000], PAPER, PAPER, "truncated_file")
     c.write("tei/empty.tei.xml", b"", "empty_file")
+    # Names a URI spells otherwise (Spark's file index lists "file:///a%20b"; the scan reads "file:/a b").
+    c.write("tei/empty space +%25 ünï.tei.xml", b"", "empty_file")
+    c.write("tei/P18-9103 copy +%.tei.xml", _tei("P18-1033"), PAPER)
     c.write("tei/garbage.tei.xml", bytes(range(256)) * 8, "undecodable_bytes")
     c.write("tei/P18-9100.tei.xml", _tei("P18-1025").decode("utf-8").encode("utf-16"), PAPER)  # UTF-16 with BOM
     text = _tei("P18-1025")
