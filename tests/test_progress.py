@@ -113,4 +113,6 @@ def test_segmentation_logged_to_a_file_has_whole_lines_no_carriage_return_and_pr
     gaps = [(b[0] - a[0]).total_seconds() % 86400 for a, b in zip(segment, segment[1:])]
     assert max(gaps) <= 3 + 2, list(zip(gaps, [m for _, m in segment[1:]]))
     assert any("tasks done" in message for _, message in segment)
+    # The phase names the engine that runs (the default: the rules), not another one.
+    assert any("(the rules engine)" in message for _, message in segment) and "SentenceDetector" not in text
     assert "== segment ==" in text

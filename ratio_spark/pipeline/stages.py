@@ -56,12 +56,13 @@ def ingest_stage(io: StageIO) -> dict[str, Any]:
 
 
 def segment_stage(io: StageIO) -> dict[str, Any]:
-    """``papers`` -> ``sentences`` (Spark NLP in the JVM); a paper with no sentence is a drop, a bad
-    sentence is kept with its ``norm_flag``."""
+    """``papers`` -> ``sentences`` (``segment.engine``: the rules over Arrow batches, or Spark NLP in the JVM); a
+    paper with no sentence is a drop, a bad sentence is kept with its ``norm_flag``."""
     from ratio_spark.pipeline.segment import papers_without_sentences, segment_papers
 
     papers = io.read("papers")
-    with io.phase("splitting paragraphs into sentences (Spark NLP SentenceDetector) and writing them"):
+    engine = {"rules": "the rules engine", "sparknlp": "Spark NLP's SentenceDetector"}[io.config.segment.engine]
+    with io.phase(f"splitting paragraphs into sentences ({engine}) and writing them"):
         sentences = io.write("sentences", segment_papers(papers, io.config.segment))
     row = sentences.agg(F.count("*").alias("sentences"), F.countDistinct("paper_id").alias("papers")).first()
     flags = {r["norm_flag"]: r["count"] for r in sentences.groupBy("norm_flag").count().collect()}
