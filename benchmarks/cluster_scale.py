@@ -152,14 +152,17 @@ def child(args: argparse.Namespace) -> None:
                 "load_before": round(load, 1), "counts": _counts(stage, summary),
                 "phase_seconds": summary.get("phase_seconds", {})}
             before = after
+    from delta.tables import DeltaTable
+
     read = lambda name: spark.read.format("delta").load(config.tables.location(name))  # noqa: E731
-    result["sizes"] = {name: read(name).count() for name in ("papers", "sentences", "mined_pairs", "queries", "candidates")}
-    result["sizes"]["pairs_examined"] = read("stats_mining").agg({"pairs_examined": "sum"}).first()[0]
+    written = lambda name: DeltaTable.isDeltaTable(spark, config.tables.location(name))  # noqa: E731 (--stages)
+    result["sizes"] = {name: read(name).count() for name in ("papers", "sentences", "mined_pairs", "queries", "candidates")
+                       if written(name)}
+    if written("stats_mining"):
+        result["sizes"]["pairs_examined"] = read("stats_mining").agg({"pairs_examined": "sum"}).first()[0]
     if args.keep:  # the tables stay for later runs of some stages: no compaction
         print("RESULT " + json.dumps(result), flush=True)
         return spark.stop()
-    from delta.tables import DeltaTable
-
     result["optimize"] = {}
     for name in ("papers", "sentences", "mined_pairs"):  # what `ratio-spark update` compacts costs, and gives
         table = DeltaTable.forPath(spark, config.tables.location(name))
