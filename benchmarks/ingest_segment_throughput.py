@@ -1,4 +1,4 @@
-"""Throughput of ingest + segmentation on a TEI corpus with local[2], against bare reads (docs/performance.md).
+"""Throughput of ingest + segmentation on a TEI corpus with local[2], against bare reads (docs/performance-log.md).
 
 Three timings over the same files, each a full Spark action, after an untimed warm-up (JVM, page cache,
 Python workers, the Spark NLP pipeline):

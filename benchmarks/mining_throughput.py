@@ -1,4 +1,4 @@
-"""Pairs per second for pairing + marker matching, against a bare scan of the same pairs (docs/performance.md).
+"""Pairs per second for pairing + marker matching, against a bare scan of the same pairs (docs/performance-log.md, "Mining").
 
 For each scale (1x, 2x, 4x the corpus, made by replicating its sentences under new paper ids and
 written to Delta first so every run reads from disk the same way), after one untimed Python job that
