@@ -26,8 +26,8 @@ import lzma
 import re
 import tarfile
 import zlib
-from urllib.parse import unquote
 from typing import IO, Callable, Iterator
+from urllib.parse import unquote
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
