@@ -141,13 +141,23 @@ def test_two_processes_fetching_the_same_jars_at_once_run_maven_once(tmp_path, m
                    "mkdir -p \"$d\" && echo jar > \"$d/x.jar\"\n")
     mvn.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    script = f"from ratio_spark.pipeline.jars import ensure_jars; print(ensure_jars('p1', {str(tmp_path / 'cache')!r}, wanted=['delta']))"
+    script = f"from ratio_spark.pipeline.jars import ensure_jars; print(ensure_jars('spark35', {str(tmp_path / 'cache')!r}, wanted=['delta']))"
     procs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for _ in range(2)]
     outputs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
     assert runs.read_text().split() == ["run"]
     assert all("x.jar" in out for out, _ in outputs)
+
+
+def test_an_unknown_jars_profile_is_one_line_before_maven_runs(tmp_path, capsys):
+    from ratio_spark.cli.main import main
+    from ratio_spark.pipeline.jars import spark_profiles
+
+    assert spark_profiles() == ["spark35", "spark41"]
+    assert main(["jars", "--profile", "nope", "--set", f"spark.jars.cache_dir={tmp_path}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["ratio-spark jars: error: unknown jars profile 'nope'; the pom has: spark35, spark41"]
 
 
 def test_preflight_names_the_jars_of_the_engine(tmp_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import shutil
 import subprocess
+import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
@@ -51,7 +52,16 @@ def is_cached(profile: str = DEFAULT_PROFILE, cache_dir: Path | str | None = Non
     return all((_folder(profile, c, cache_dir) / _COMPLETE_MARKER).exists() for c in wanted)
 
 
+def spark_profiles() -> list[str]:
+    """The Spark lines the pom has a profile for (its other profiles pick a component: ``COMPONENTS``)."""
+    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
+    ids = [e.text for e in ET.fromstring(POM.read_bytes()).findall("m:profiles/m:profile/m:id", ns)]
+    return [i for i in ids if i not in COMPONENTS]
+
+
 def _resolve(profile: str, component: str, target: Path, quiet: bool) -> None:
+    if profile not in spark_profiles():  # else Maven fails with a page of its own about an unset artifact
+        raise UserError(f"unknown jars profile {profile!r}; the pom has: {', '.join(spark_profiles())}")
     mvn = shutil.which("mvn")
     if mvn is None:
         raise UserError(
