@@ -98,7 +98,7 @@ def shuffle_bytes(ui: str, app_id: str) -> int | None:
 def _counts(stage: str, summary: dict) -> dict:
     """What a stage's summary says it read and wrote, for the k-fold check."""
     if stage == "ingest":
-        return {"input_records": summary["input_records"], "papers": summary["papers"], "rejected": summary["rejected"]}
+        return {"input_records": summary["input_records"], "papers": summary["papers"], "rejected": summary["dropped"]}
     if stage == "segment":
         return {"sentences": summary["sentences"]}
     if stage == "citations":

@@ -5,7 +5,7 @@ Python workers, the Spark NLP pipeline):
   raw_read      binaryFile read, sum of bytes: what it costs to touch the data at all
   parse_only    ingest's readers (TEI -> papers) and a count of paragraphs: the corpus read as papers
   parse_segment the same plus Spark NLP segmentation and normalisation, counting sentences
-plus the real job (run_ingest + run_segment, writing the Delta tables).
+plus the real job (run_stage: ingest then segment, writing the Delta tables).
 
     python benchmarks/ingest_segment_throughput.py --corpus ../shared/corpora/acl-emnlp-2014-2018-grobid-tei.tar.gz
 
@@ -35,7 +35,7 @@ from ratio_spark.core.config import load_config
 from ratio_spark.pipeline.ingest import ingest
 from ratio_spark.pipeline.segment import explode_paragraphs, segment_papers, split_sentences
 from ratio_spark.pipeline.session import build_spark_session
-from ratio_spark.pipeline.stages import run_ingest, run_segment
+from ratio_spark.pipeline.runner import run_stage
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -170,8 +170,8 @@ def main() -> None:
     n_papers = papers.count()
 
     started = time.perf_counter()
-    ingest_summary = run_ingest(spark, config)
-    segment_summary = run_segment(spark, config)
+    ingest_summary = run_stage(spark, config, "ingest")
+    segment_summary = run_stage(spark, config, "segment")
     job_seconds = time.perf_counter() - started
     results["job_ingest_segment_write"] = {"seconds": round(job_seconds, 2), "count": segment_summary["sentences"]}
 

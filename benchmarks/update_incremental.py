@@ -42,7 +42,7 @@ def prepare(root: Path) -> None:
 
     from ratio_spark.core.schema import BIBLIOGRAPHY_TYPE, TABLES
     from ratio_spark.pipeline.session import build_spark_session
-    from ratio_spark.pipeline.stages import STAGES
+    from ratio_spark.pipeline.runner import run_stage
 
     config = config_for(root / "base" / "tables")
     spark = build_spark_session(config.spark)
@@ -61,7 +61,7 @@ def prepare(root: Path) -> None:
     seconds = {}
     for stage in ("mine", "citations", "pools", "export"):
         started = time.time()
-        STAGES[stage](spark, config)
+        run_stage(spark, config, stage)
         seconds[stage] = round(time.time() - started, 1)
     spark.stop()
     members = {r["source_path"].split("!", 1)[1] for r in held}

@@ -155,10 +155,10 @@ def _table_versions(root: Path) -> dict[str, int]:
 
 
 def _run_stages(spark, run: SampleRun, stages) -> SampleRun:
-    from ratio_spark.pipeline.stages import STAGES
+    from ratio_spark.pipeline.runner import run_stage
 
     for stage in stages:
-        run.summaries[stage] = STAGES[stage](spark, run.config)
+        run.summaries[stage] = run_stage(spark, run.config, stage)
     run.versions = _table_versions(run.tables_root)
     return run
 

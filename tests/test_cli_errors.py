@@ -13,7 +13,7 @@ import pytest
 
 from conftest import REPO_ROOT
 from ratio_spark.core.errors import describe_error
-from ratio_spark.pipeline.contracts import CONTRACTS, PIPELINE
+from ratio_spark.pipeline.stages import PIPELINE, STAGES
 
 SAMPLE_CONF = str(REPO_ROOT / "conf" / "sample.yaml")
 CLI = [sys.executable, "-m", "ratio_spark.cli.main"]
@@ -107,7 +107,7 @@ def test_every_stage_has_a_job(job, tmp_path):
     result = subprocess.run([sys.executable, str(REPO_ROOT / "jobs" / f"{job}.py"), "--check", "--conf", SAMPLE_CONF,
                              "--set", f"tables.root={tmp_path}"], capture_output=True, text=True, cwd=REPO_ROOT,
                             env={**os.environ, "RATIO_SPARK_LOG_DIR": str(tmp_path / "logs")}, timeout=300)
-    reads = next(iter(CONTRACTS[job].reads), None) if job != "run" else None
+    reads = next(iter(STAGES[job].reads), None) if job != "run" else None
     assert {"segment": "papers", "citations": "papers", "mine": "sentences", "pools": "mined_pairs",
             "export": "queries"}.get(job) == reads
     assert result.returncode == (0 if reads is None else 2), result.stdout + result.stderr

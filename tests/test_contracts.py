@@ -1,4 +1,4 @@
-"""Stage contracts, drops and reconciliation: the runner refuses what a stage does not declare, and a
+"""Stage declarations, drops and reconciliation: the runner refuses what a stage does not declare, and a
 stage that loses a row without a drop fails loudly.
 
 The mine fixture is a handful of hand-written consecutive sentence pairs; each row states the outcome
@@ -17,7 +17,8 @@ from ratio_spark.core.config import load_config
 from ratio_spark.core.errors import ContractError, MissingTableError, ReconciliationError
 from ratio_spark.core.schema import REASONS, TABLES, Reason, reasons_of
 from ratio_spark.core.text import normalize_text
-from ratio_spark.pipeline.contracts import CONTRACTS, PIPELINE, StageContract, reconcile, table_catalogue, writers_of
+from ratio_spark.pipeline.stage import Balance, Outcome, Stage, reconcile
+from ratio_spark.pipeline.stages import PIPELINE, STAGES, table_catalogue, writers_of
 
 # --- declarations (no Spark) ------------------------------------------------------------------------
 
@@ -25,7 +26,7 @@ from ratio_spark.pipeline.contracts import CONTRACTS, PIPELINE, StageContract, r
 def test_the_committed_table_catalogue_is_generated_from_the_declarations():
     committed = (REPO_ROOT / "docs" / "tables.md").read_text(encoding="utf-8")
     assert committed == table_catalogue(), (
-        "docs/tables.md is out of date: python -m ratio_spark.pipeline.contracts > docs/tables.md"
+        "docs/tables.md is out of date: python -m ratio_spark.pipeline.stages > docs/tables.md"
     )
 
 
@@ -35,18 +36,22 @@ def test_every_reason_is_one_declared_code_of_a_stage():
     for name, code in declared.items():
         assert name == code.upper() and re.fullmatch(r"[a-z]+(_[a-z]+)*", code), name
         assert REASONS[code].stage in PIPELINE and REASONS[code].meaning
-    for contract in CONTRACTS.values():
-        if contract.drops_table is None:
-            assert contract.drop_reasons == (), contract.name
+    for stage in STAGES.values():
+        if stage.drops_table is None:
+            assert stage.drop_reasons == (), stage.name
 
 
-def test_contracts_read_only_declared_columns_of_tables_an_earlier_stage_writes():
-    for position, contract in enumerate(CONTRACTS.values()):
-        for table, columns in contract.reads.items():
-            assert set(columns) <= set(TABLES[table].column_names), (contract.name, table)
-            assert PIPELINE.index(writers_of(table)[0]) < position, (contract.name, table)
-        assert all(name in TABLES for name in contract.writes)
-        assert contract.implementation.startswith("ratio_spark.pipeline.stages:")
+def test_stages_read_only_declared_columns_of_tables_an_earlier_stage_writes():
+    config = load_config(None, [])
+    for position, stage in enumerate(STAGES.values()):
+        for table, columns in stage.reads.items():
+            assert set(columns) <= set(TABLES[table].column_names), (stage.name, table)
+            assert PIPELINE.index(writers_of(table)[0]) < position, (stage.name, table)
+        assert all(name in TABLES for name in stage.writes)
+        assert type(stage).process is not Stage.process, stage.name
+        # its settings section and file inputs are settings of the configuration
+        for key in filter(None, (stage.settings, *stage.files.values())):
+            assert stage.setting(config, key) is not None, (stage.name, key)
 
 
 def test_reconcile_balances_and_names_the_numbers_when_it_does_not():
@@ -86,12 +91,27 @@ def test_side_by_side_returns_each_result_and_raises_the_first_failure_after_all
     assert finished == ["slow"]  # the failures did not abandon a running task
 
 
-def test_the_stage_commands_take_their_help_from_the_contracts():
-    # tests/test_layout.py imports ratio_spark.cli and the contracts with pyspark blocked.
+def test_the_stage_commands_take_their_help_from_the_stages():
+    # tests/test_layout.py imports ratio_spark.cli and the stages with pyspark blocked.
     from ratio_spark.cli.main import build_parser
 
     help_text = " ".join(build_parser().format_help().split())
-    assert all(CONTRACTS[name].help[:40] in help_text for name in PIPELINE)
+    assert all(STAGES[name].help[:40] in help_text for name in PIPELINE)
+
+
+def test_every_stage_has_its_job_and_nothing_else_does():
+    """``jobs/<stage>.py`` (spark-submit) for each registered stage, plus ``run.py`` and the lexicon tools."""
+    jobs = {p.stem for p in (REPO_ROOT / "jobs").glob("*.py")}
+    assert set(PIPELINE) <= jobs
+    for name in PIPELINE:
+        assert f'main(["{name}", *sys.argv[1:]])' in (REPO_ROOT / "jobs" / f"{name}.py").read_text(encoding="utf-8")
+
+
+def test_a_balance_with_no_drops_of_its_own_takes_the_stage_s():
+    balance = Balance("papers", 5, {"papers_with_sentences": 4})
+    assert balance.check("segment", {"no_paragraphs": 1}) == "5 papers = 4 papers_with_sentences + 1 dropped"
+    with pytest.raises(ReconciliationError, match=r"^segment \(part\): 5 papers came in"):
+        Balance("papers", 5, {"papers_with_sentences": 4}, {}, "part").check("segment", {"no_paragraphs": 1})
 
 
 # --- the runner on a real Spark session -----------------------------------------------------------
@@ -219,34 +239,51 @@ def test_a_stage_that_loses_a_row_without_a_drop_fails_reconciliation(spark, tab
     assert "+1 unexplained" in str(failure.value)
 
 
-def toy_stage(io):
-    """A stage for the contract tests: writes ``sentences`` from ``papers`` as the test says."""
-    from pyspark.sql import functions as F
+class Toy(Stage):
+    """A stage for the runner's tests: writes ``sentences`` from ``papers`` as the test says."""
 
-    papers = io.read("papers")
-    mode = io.config.mining.lexicon  # the test passes its instruction here
-    frame = io.spark.createDataFrame(sentence_rows()[:1], TABLES["sentences"].ddl)
-    if mode == "extra_column":
-        frame = frame.withColumn("surprise", F.lit(1))
-    if mode == "undeclared_table":
-        io.write("mined_pairs", frame)
-    if mode != "forget_output":
-        io.write("sentences", frame)
-    reason = Reason.SHORT_GOLD if mode == "foreign_reason" else Reason.NO_PARAGRAPHS
-    from ratio_spark.pipeline.tables import drop_rows
+    name = "segment"  # its reasons are segment's
+    help = "toy"
+    reads = {"papers": ("paper_id",)}
+    writes = ("sentences",)
+    settings = "segment"
+    files = {"lexicon": "mining.lexicon"}  # the test passes its instruction here
 
-    io.write_drops(drop_rows(papers.limit(1), reason, "paper_id"))
-    return {"papers": papers.count()}
+    def process(self, io):
+        from pyspark.sql import functions as F
+
+        from ratio_spark.pipeline.tables import drop_rows
+
+        papers = io.read("papers")
+        mode = io.file("lexicon")
+        frame = io.spark.createDataFrame(sentence_rows()[:1], TABLES["sentences"].ddl)
+        if mode == "extra_column":
+            frame = frame.withColumn("surprise", F.lit(1))
+        if mode == "undeclared_table":
+            io.write("mined_pairs", frame)
+        if mode == "undeclared_file":
+            io.file("prompts")
+        if mode != "forget_output":
+            io.write("sentences", frame)
+        reason = Reason.SHORT_GOLD if mode == "foreign_reason" else Reason.NO_PARAGRAPHS
+        io.write_drops(drop_rows(papers.limit(1), reason, "paper_id"))
+        n_papers = papers.count()
+        if mode == "no_balance":
+            return Outcome({"papers": n_papers})
+        # the one paper is dropped; "made_up_row" also counts the sentence as a paper that went out
+        outputs = {"sentences": 1} if mode == "made_up_row" else {}
+        return Outcome({"papers": n_papers}, [Balance("papers", n_papers, outputs)])
 
 
-TOY = StageContract(name="segment", help="toy", reads={"papers": ("paper_id",)}, writes=("sentences",),
-                    implementation="test_contracts:toy_stage")
+TOY = Toy()
 
 
 @pytest.mark.spark
 @pytest.mark.parametrize("mode, error", [
     ("extra_column", r"writes table 'sentences' unlike its declaration: undeclared column\(s\) \['surprise'\]"),
-    ("undeclared_table", r"writes table 'mined_pairs', which its contract does not declare"),
+    ("undeclared_table", r"writes table 'mined_pairs', which it does not declare"),
+    ("undeclared_file", r"reads the file input 'prompts', which it does not declare"),
+    ("no_balance", r"returned no balance"),
     ("forget_output", r"finished without writing its declared table\(s\) \['sentences'\]"),
     ("foreign_reason", r"dropped rows for reason\(s\) \['short_gold'\], which are not its reasons"),
 ])
@@ -261,6 +298,17 @@ def test_the_runner_refuses_what_a_stage_does_not_declare(spark, tables, mode, e
 
 
 @pytest.mark.spark
+def test_the_runner_reconciles_the_balances_a_stage_returns(spark, tables):
+    from ratio_spark.pipeline.runner import run_stage
+
+    config, write = tables
+    write("papers", [{"paper_id": "P17-1001", "title": "A paper"}])
+    config = config.model_copy(update={"mining": config.mining.model_copy(update={"lexicon": "made_up_row"})})
+    with pytest.raises(ReconciliationError, match=r"^segment: 1 papers came in but 1 sentences \+ 1 dropped"):
+        run_stage(spark, config, TOY)
+
+
+@pytest.mark.spark
 def test_the_toy_stage_passes_when_it_keeps_its_contract(spark, tables):
     from ratio_spark.pipeline.runner import run_stage
 
@@ -268,6 +316,35 @@ def test_the_toy_stage_passes_when_it_keeps_its_contract(spark, tables):
     write("papers", [{"paper_id": "P17-1001", "title": "A paper"}])
     summary = run_stage(spark, config, TOY)
     assert summary["stage"] == "segment" and set(summary["tables"]) == {"sentences", "drops", "stats_drops"}
+    assert summary["papers"] == 1 and summary["dropped_by_reason"] == {Reason.NO_PARAGRAPHS: 1}
+    assert summary["reconciled"] == ["1 papers = 1 dropped"]
+
+
+def example_stage_from_the_docs() -> type:
+    """The example block of docs/architecture.md ("A stage."), executed as a newcomer would paste it."""
+    text = (REPO_ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    block = text.split("<!-- example stage: tests/test_contracts.py runs the next block -->", 1)[1]
+    code = block.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict = {}
+    exec(compile(code, "docs/architecture.md", "exec"), namespace)
+    return namespace["ParagraphSentences"]
+
+
+@pytest.mark.spark
+def test_the_example_stage_of_the_docs_runs_under_the_runner(spark, tables):
+    from ratio_spark.pipeline.runner import run_stage
+
+    config, write = tables
+    sections = [{"heading": "Intro", "paragraphs": ["One. Two.", "Three."]}, {"heading": None, "paragraphs": ["Four."]}]
+    write("papers", [{"paper_id": "P17-1001", "title": "A", "sections": sections},
+                     {"paper_id": "P17-1002", "title": "B", "sections": None}])
+    stage = example_stage_from_the_docs()()
+    summary = run_stage(spark, config, stage)
+    assert summary["stage"] == "paragraph_sentences" and summary["sentences"] == 3
+    assert summary["reconciled"] == ["3 paragraphs = 3 sentences + 0 dropped"] and summary["dropped_by_reason"] == {}
+    rows = spark.read.format("delta").load(config.tables.location("sentences")).orderBy("sentence_id").collect()
+    assert [(r["sentence_id"], r["text"]) for r in rows] == [
+        ("P17-1001:0:0:0", "One. Two."), ("P17-1001:0:1:0", "Three."), ("P17-1001:1:0:0", "Four.")]
 
 
 @pytest.mark.spark

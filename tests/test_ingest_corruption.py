@@ -170,7 +170,7 @@ def ingested(spark, tmp_path_factory):
 def test_one_run_exits_0_and_counts_reconcile(ingested):
     code, summary, papers, rejects, corpus = ingested
     assert code == 0
-    assert summary["input_records"] == len(papers) + len(rejects) == summary["papers"] + summary["rejected"]
+    assert summary["input_records"] == len(papers) + len(rejects) == summary["papers"] + summary["dropped"]
     assert summary["input_records"] == sum(corpus.expected.values())
 
 

@@ -400,14 +400,14 @@ def _corpus(root: Path) -> tuple[Path, Counter]:
 def test_ingest_in_spark_reconciles_and_fills_the_licence(spark, tmp_path):
     from deltalake import DeltaTable
 
-    from ratio_spark.pipeline.stages import run_ingest
+    from ratio_spark.pipeline.runner import run_stage
 
     corpus, expected = _corpus(tmp_path)
     config = load_config(Path(__file__).resolve().parents[1] / "conf" / "elife.yaml",
                          [f"inputs.0.path={corpus}", f"tables.root={tmp_path / 'tables'}"])
-    summary = run_ingest(spark, config)
+    summary = run_stage(spark, config, "ingest")
     n_units = sum(expected.values())
-    assert summary["input_records"] == n_units == summary["papers"] + summary["rejected"]
+    assert summary["input_records"] == n_units == summary["papers"] + summary["dropped"]
     papers = DeltaTable(str(tmp_path / "tables" / "papers")).to_pandas()
     rejects = DeltaTable(str(tmp_path / "tables" / "rejects")).to_pandas()
     got = Counter(papers["date_source"]) + Counter(rejects["reason"])

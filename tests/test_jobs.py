@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from ratio_spark.core.config import load_config
-from ratio_spark.pipeline.stages import PIPELINE, STAGES
+from ratio_spark.pipeline.runner import run_stage
+from ratio_spark.pipeline.stages import PIPELINE
 
 from conftest import REPO_ROOT
 from test_standalone import release_manifest, table_rows
@@ -50,7 +51,7 @@ def test_a_run_killed_midway_then_rerun_gives_the_same_rows(sample_benchmark, sp
     # The rerun, with the configuration the command resolved, completes; every table equals the reference.
     config = load_config(REPO_ROOT / "conf" / "sample.yaml", overrides)
     for stage in PIPELINE:
-        STAGES[stage](spark, config)
+        run_stage(spark, config, stage)
     for name in ("papers", "rejects", "sentences", "references", "mined_pairs", "drops", "queries", "candidates"):
         assert table_rows(config.tables.location(name)) == table_rows(reference.tables.location(name)), name
     assert release_manifest(tmp_path / "release") == release_manifest(Path(reference.release.root))

@@ -11,11 +11,11 @@ import ratio_spark
 
 PACKAGE_ROOT = Path(ratio_spark.__file__).resolve().parent
 # The plain-Python half (docs/architecture.md): it reads Delta tables with deltalake, never with a JVM. The
-# command line and the stage contracts belong here too: `ratio-spark --help` must not start a JVM.
+# command line and the stage declarations belong here too: `ratio-spark --help` must not start a JVM.
 PYTHON_HALF = ("ratio_spark.core", "ratio_spark.evaluation", "ratio_spark.llm", "ratio_spark.silver",
                "ratio_spark.lexicon.loader", "ratio_spark.lexicon.matcher", "ratio_spark.lexicon.curation.llm",
                "ratio_spark.lexicon.curation.formats", "ratio_spark.lexicon.curation.build",
-               "ratio_spark.lexicon.curation.patterns", "ratio_spark.cli", "ratio_spark.pipeline.contracts",
+               "ratio_spark.lexicon.curation.patterns", "ratio_spark.cli", "ratio_spark.pipeline.stage", "ratio_spark.pipeline.stages",
                "ratio_spark.humaneval", "ratio_spark.browse",
                "ratio_spark.inspire", "ratio_spark.rerank", "ratio_spark.training")
 
@@ -196,16 +196,11 @@ def test_the_architecture_page_names_every_module():
     assert listed == set(all_modules()) - {"ratio_spark"}
 
 
-# pipeline/contracts.py writes docs/tables.md by hand; it moves to core.markdown in the second step of issue 29
-# (another change holds the pipeline's files now).
-MARKDOWN_BY_HAND = {"pipeline/contracts.py"}
-
-
 def test_markdown_tables_are_written_one_way():
     """Every Markdown table comes from core.markdown.markdown_table: no other module writes a |---| rule."""
     writers = {p.relative_to(PACKAGE_ROOT).as_posix() for p in PACKAGE_ROOT.rglob("*.py")
                if "---|" in p.read_text(encoding="utf-8")}
-    assert writers == {"core/markdown.py"} | MARKDOWN_BY_HAND
+    assert writers == {"core/markdown.py"}
 
 
 def test_every_declared_dependency_is_imported():

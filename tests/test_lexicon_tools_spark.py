@@ -35,7 +35,7 @@ from ratio_spark.lexicon.curation.report import lexicon_report, occurrences
 from ratio_spark.lexicon.curation.span_review import mine_spans, span_counts, write_review
 from ratio_spark.lexicon.matcher import PairCutter
 from ratio_spark.pipeline.pairs import consecutive_pairs
-from ratio_spark.pipeline.stages import run_mine
+from ratio_spark.pipeline.runner import run_stage
 from ratio_spark.core.text import normalize_text
 
 from conftest import REPO_ROOT
@@ -192,7 +192,7 @@ def test_a_toolkit_built_lexicon_drives_mining(spark, sample_sentences, tmp_path
                                 f"tables.overrides.stats_mining={tmp_path / 'stats_mining'}",
                                 f"tables.overrides.drops={tmp_path / 'drops'}",
                                 f"tables.overrides.stats_drops={tmp_path / 'stats_drops'}"])
-    summary = run_mine(spark, config)
+    summary = run_stage(spark, config, "mine")
     assert summary["lexicon_version"] == "v-test"
     mined = DeltaTable(config.tables.location("mined_pairs")).to_pandas()
     assert set(mined.lexicon_version) == {"v-test"}

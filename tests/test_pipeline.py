@@ -11,7 +11,8 @@ from deltalake import DeltaTable
 from pyspark.sql import functions as F
 
 from ratio_spark.pipeline.segment import explode_paragraphs
-from ratio_spark.pipeline.stages import PIPELINE, STAGES
+from ratio_spark.pipeline.runner import run_stage
+from ratio_spark.pipeline.stages import PIPELINE
 
 from conftest import execute_notebook, notebook_outputs, tagged_cell
 
@@ -24,7 +25,7 @@ def test_every_input_record_is_a_paper_or_a_reject_with_its_reason(sample_segmen
     run = sample_segmented
     summary, n_real = run.summaries["ingest"], len(run.corpus.real_papers)
     assert summary["papers"] == n_real
-    assert summary["rejected_by_reason"] == run.corpus.expected_rejects
+    assert summary["dropped_by_reason"] == run.corpus.expected_rejects
     assert summary["input_records"] == run.corpus.input_records
     papers = read(spark, run, "papers")
     assert papers.select("paper_id").distinct().count() == n_real
@@ -100,14 +101,14 @@ def test_every_stage_reconciles_and_counts_its_drops_by_reason(sample_benchmark,
     for reason, sizes in pools["out_of_range_by_reason"].items():
         pool_drops[reason] = pool_drops.get(reason, 0) + sizes["pairs"]
     assert stats.get("ingest") == expected_rejects
-    assert stats.get("segment", {}) == segment["papers_dropped_by_reason"]
+    assert stats.get("segment", {}) == segment["dropped_by_reason"]
     assert stats.get("mine", {}) == mine["dropped_by_reason"] and mine["dropped_by_reason"]
     assert stats.get("pools", {}) == pool_drops
     drops = spark.read.format("delta").load(config.tables.location("drops"))
     by_stage = {r["stage"]: r["count"] for r in drops.groupBy("stage").count().collect()}
     assert by_stage == {stage: sum(counts.values()) for stage, counts in stats.items() if stage != "ingest" and counts}
     assert drops.filter(F.col("item_id").isNull() | F.col("item").isNull()).count() == 0
-    assert segment["papers"] == segment["papers_with_sentences"] + sum(segment["papers_dropped_by_reason"].values())
+    assert segment["papers"] == segment["papers_with_sentences"] + sum(segment["dropped_by_reason"].values())
 
 
 def test_a_rerun_yields_the_same_rows(sample_benchmark, spark, tmp_path):
@@ -120,7 +121,7 @@ def test_a_rerun_yields_the_same_rows(sample_benchmark, spark, tmp_path):
         for name in names
     }
     for stage in PIPELINE:
-        STAGES[stage](spark, config)
+        run_stage(spark, config, stage)
     for name, rows in before.items():
         after = sorted(map(str, spark.read.format("delta").load(config.tables.location(name)).collect()))
         assert after == rows, name

@@ -214,7 +214,7 @@ def citations_run(spark, tmp_path_factory):
     current-release fixture (corpus id 3001, whose first two entries are matched to corpus ids 2001 and
     2002), and three JSONL papers they cite: 2001, 2002 and the Moses paper (a title N10-1045 cites)."""
     from ratio_spark.core.config import InputConfig, load_config
-    from ratio_spark.pipeline.stages import STAGES
+    from ratio_spark.pipeline.runner import run_stage
 
     root = tmp_path_factory.mktemp("refs")
     corpus = root / "corpus"
@@ -257,7 +257,7 @@ def citations_run(spark, tmp_path_factory):
                      InputConfig(name="current", format="s2orc_current", path=str(current / "s2orc"),
                                  metadata_path=str(current / "papers")),
                      InputConfig(name="cited", format="jsonl", path=str(root / "jsonl"))]
-    summaries = {stage: STAGES[stage](spark, config) for stage in ("ingest", "segment", "citations")}
+    summaries = {stage: run_stage(spark, config, stage) for stage in ("ingest", "segment", "citations")}
     from deltalake import DeltaTable
 
     tables = {name: DeltaTable(str(root / "tables" / name)).to_pandas() for name in ("papers", "sentences", "references")}

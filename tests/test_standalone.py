@@ -26,7 +26,8 @@ from deltalake.exceptions import TableNotFoundError
 from conftest import REPO_ROOT, sample_config
 from ratio_spark.core.config import Config
 from ratio_spark.pipeline.jars import ensure_jars
-from ratio_spark.pipeline.stages import PIPELINE, STAGES
+from ratio_spark.pipeline.runner import run_stage
+from ratio_spark.pipeline.stages import PIPELINE
 from test_cluster_recipe import clean_env, copy_sample_slice
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -86,7 +87,7 @@ def slice_run(spark, tmp_path_factory) -> Slice:
                 archive.write(path, path.relative_to(REPO_ROOT))
     reference = sample_config(corpus, root / "local" / "tables", root / "local" / "release")
     for stage in PIPELINE:
-        STAGES[stage](spark, reference)
+        run_stage(spark, reference, stage)
     return Slice(corpus, package_zip, reference)
 
 
@@ -213,6 +214,6 @@ def test_a_driver_killed_during_mine_leaves_whole_tables_and_the_rerun_no_duplic
     assert not standalone_cluster.state().get("activeapps"), "the master still runs the killed driver's application"
     config = sample_config(slice_run.corpus, run.tables, run.release)
     for stage in PIPELINE:  # the rerun (in local mode: the rows, not the cluster, are under test here)
-        STAGES[stage](spark, config)
+        run_stage(spark, config, stage)
     assert_same_tables(run.tables, reference)
     forget_applications(standalone_cluster)

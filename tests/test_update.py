@@ -24,7 +24,8 @@ import pytest
 from conftest import REPO_ROOT, SAMPLE_TEI, _table_versions, sample_config
 from ratio_spark.core.config import Config, SplitRange, SplitsConfig, load_config
 from ratio_spark.core.schema import MOVES, SPLITS
-from ratio_spark.pipeline.stages import PIPELINE, STAGES
+from ratio_spark.pipeline.runner import run_stage
+from ratio_spark.pipeline.stages import PIPELINE
 from test_standalone import assert_same_tables, release_manifest, table_names, table_rows
 
 BASE = ["P16-1001", "P16-1008", "P17-1001", "P17-1008"]
@@ -66,7 +67,7 @@ def updated(spark, tmp_path_factory) -> Updated:
 
     config = sample_config(base, root / "tables", root / "release")
     for stage in PIPELINE:
-        STAGES[stage](spark, config)
+        run_stage(spark, config, stage)
     shutil.copytree(root / "tables", root / "before")
     summary = update(spark, config, str(new))
 
@@ -77,7 +78,7 @@ def updated(spark, tmp_path_factory) -> Updated:
         f"inputs.0.path={base}", "inputs.1.name=new", "inputs.1.format=tei", f"inputs.1.path={new}",
         f"tables.root={root / 'rebuilt'}", f"release.root={root / 'rebuilt-release'}"])
     for stage in PIPELINE:
-        STAGES[stage](spark, rebuilt)
+        run_stage(spark, rebuilt, stage)
     return Updated(config, rebuilt, root / "before", summary)
 
 
@@ -235,7 +236,7 @@ def test_the_incremental_mine_fails_and_writes_nothing_when_a_paper_sharing_a_te
         updated, spark, tmp_path, monkeypatch):
     import ratio_spark.pipeline.mine as mine
     from ratio_spark.core.errors import ReconciliationError
-    from ratio_spark.pipeline.contracts import MINE_PAPERS
+    from ratio_spark.pipeline.stages import MINE_PAPERS
     from ratio_spark.pipeline.runner import run_stage
 
     # The benchmark before the update with the sentences after it: the copy's sentences are there, its pairs not.

@@ -8,12 +8,12 @@ from pathlib import Path
 from ratio_spark.cli.common import add_config_args, print_summary, write_summary
 from ratio_spark.core.config import Config, load_config
 from ratio_spark.core.errors import USAGE_EXIT
-from ratio_spark.pipeline.contracts import CONTRACTS, PIPELINE  # declarations only: no pyspark for --help
+from ratio_spark.pipeline.stages import PIPELINE, STAGES  # declarations only: no pyspark for --help
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     commands = [("config", "print the resolved configuration and exit")]
-    commands += [(name, CONTRACTS[name].help) for name in PIPELINE]
+    commands += [(name, STAGES[name].help) for name in PIPELINE]
     commands += [("run", "run every stage in order: " + ", ".join(PIPELINE))]
     for name, help_text in commands:
         parser = sub.add_parser(name, help=help_text)

@@ -2,8 +2,8 @@
 
 The configuration is already valid when this runs (``load_config`` rejects unknown keys and bad values,
 ``--set`` paths included). These checks look at what the configuration points to: input paths (or globs
-that match), the lexicon, the tables and release roots (writable), the tables a stage reads (its contract in
-``pipeline/contracts.py``; written by an earlier run), the jars, and, for ``evaluate``, the models. Remote locations (``s3://``, ``dbfs:/`` ...)
+that match), the lexicon, the tables and release roots (writable), the tables a stage reads (its declaration in
+``pipeline/stages.py``; written by an earlier run), its file inputs, the jars, and, for ``evaluate``, the models. Remote locations (``s3://``, ``dbfs:/`` ...)
 are left to Spark, which reports them with ``ratio_spark.core.errors``. ``--check`` prints the report and
 runs nothing. Plain Python: no JVM is started here.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 from ratio_spark.core import paths
 from ratio_spark.core.config import Config
 from ratio_spark.core.errors import UserError
-from ratio_spark.pipeline.contracts import CONTRACTS, run_first
+from ratio_spark.pipeline.stages import STAGES, run_first
 
 _SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]+):")
 
@@ -140,20 +140,25 @@ def _jars(config: Config, stages: list[str]) -> Check:
                                 "it, or set spark.jars.mode to packages or provided")
 
 
+# How to check a kind of file input a stage declares (``Stage.files``): what -> its check.
+FILE_CHECKS = {"lexicon": _lexicon}
+
+
 def pipeline_checks(config: Config, stages: list[str]) -> list[Check]:
     """Everything the pipeline stages ``stages`` (run in this order) need before Spark starts."""
     checks = [_jars(config, stages)]
     if "ingest" in stages:
         checks += _inputs(config)
-    if "mine" in stages:
-        checks.append(_lexicon(config.mining.lexicon))
-    # The tables each stage reads (its contract), once; one written by an earlier stage of this run need not exist yet.
+    # The file inputs each stage declares (Stage.files), by what they are.
+    checks += [FILE_CHECKS[what](STAGES[stage].setting(config, key)) for stage in stages
+               for what, key in STAGES[stage].files.items()]
+    # The tables each stage reads (its declaration), once; one written by an earlier stage of this run need not exist yet.
     written: set[str] = set()
     for stage in stages:
-        contract = CONTRACTS[stage]
-        checks += [_table(config, name) for name in contract.reads if name not in written]
-        written.update(contract.reads, contract.writes)  # each table checked once
-    if any(CONTRACTS[s].writes or CONTRACTS[s].drops_table for s in stages):
+        declared = STAGES[stage]
+        checks += [_table(config, name) for name in declared.reads if name not in written]
+        written.update(declared.reads, declared.writes)  # each table checked once
+    if any(STAGES[s].writes or STAGES[s].drops_table for s in stages):
         checks.append(_writable("tables root", config.tables.root))
     if "export" in stages:
         if local_path(config.release.root) is None:  # the JSONL and BEIR files are written by the driver

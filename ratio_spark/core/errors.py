@@ -39,7 +39,7 @@ class ReconciliationError(RunFailure, RuntimeError):
 
 
 class ContractError(RunFailure, RuntimeError):
-    """A stage wrote what its contract (``pipeline/contracts.py``) does not declare, or missed what it does:
+    """A stage wrote what its declaration (``pipeline/stages.py``) does not declare, or missed what it does:
     a fault of the stage's code, not of the user's input."""
 
 

@@ -1,7 +1,7 @@
 """The project's shared vocabulary: moves, splits, categories, the Delta tables and every drop reason.
 
 Plain data, no pyspark: the Spark half writes what is declared here, the Python half reads it, and
-``docs/tables.md`` is generated from it (``ratio_spark.pipeline.contracts.table_catalogue``).
+``docs/tables.md`` is generated from it (``ratio_spark.pipeline.stages.table_catalogue``).
 
 * ``MOVES``, ``SPLITS``, ``DISTRACTOR_CATEGORIES``, ``MARKER_SOURCES``, ``ROLES``: the closed sets of values.
 * ``TABLES``: every table the pipeline writes, with its columns (name, Spark type, one-line meaning).

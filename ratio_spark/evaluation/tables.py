@@ -1,6 +1,6 @@
 """The Python half's one way to read a table of a tables root: ``read_table`` is ``core.delta.read_delta`` (the one
 Delta reader) with the command that writes the table in its error when the table or a column is missing (the
-stage contracts' ``run_first``; ``silver`` is written by ``ratio-spark silver build``), and, given ``inputs``,
+stage declarations' ``run_first``; ``silver`` is written by ``ratio-spark silver build``), and, given ``inputs``,
 the version read recorded for a run manifest. The evaluation, the silver set, the human evaluation and Inspire
 read through it."""
 
@@ -13,9 +13,9 @@ import pyarrow as pa
 
 from ratio_spark.core.delta import DeltaColumnsMissing, delta_version, read_delta
 from ratio_spark.evaluation.manifest import delta_entry
-from ratio_spark.pipeline.contracts import run_first
+from ratio_spark.pipeline.stages import run_first
 
-# Tables of the Python half: name -> the command that writes it (the pipeline's come from its contracts).
+# Tables of the Python half: name -> the command that writes it (the pipeline's come from its stage declarations).
 PYTHON_HALF_WRITERS = {"silver": "`ratio-spark silver build`"}
 
 

@@ -1,2 +1,2 @@
-"""The Spark half: stages that read inputs or Delta tables and write Delta tables (ingest .. export), each under
-its contract (``contracts``: what it reads, writes and may drop; ``runner``: the checks)."""
+"""The Spark half: stages that read inputs or Delta tables and write Delta tables (ingest .. export), one ``Stage``
+class each (``stages``: what it reads, writes, drops and configures, and its work; ``runner``: the checks)."""

@@ -50,7 +50,7 @@ from pyspark.sql import functions as F
 
 from ratio_spark.core.schema import REASONS, SPLITS, TABLES, Reason
 from ratio_spark.core.text import WHITESPACE_PATTERN
-from ratio_spark.pipeline.contracts import reconcile
+from ratio_spark.pipeline.stage import Balance
 from ratio_spark.pipeline.splits import split_rank
 from ratio_spark.pipeline.tables import drop_rows
 
@@ -109,26 +109,29 @@ class PoolBuild:
             frame.unpersist()
 
     def summary(self) -> dict[str, Any]:
-        """``summarise_pools`` over counts of these (lazy) frames; the pools stage counts the written tables."""
-        return summarise_pools(
+        """``summarise_pools`` over counts of these (lazy) frames, its balances checked (``ReconciliationError`` when
+        they do not add up); the pools stage counts the written tables instead."""
+        summary = summarise_pools(
             {(r["split"], r["role"]): r["count"] for r in self.inputs.groupBy("split", "role").count().collect()},
             {(r["split"], r["move"]): r["count"] for r in self.queries.groupBy("split", "move").count().collect()},
             {(r["split"], r["source"]): r["count"] for r in self.candidates.groupBy("split", "source").count().collect()},
             {(r["reason"], r["split"], r["role"]): r["count"]
              for r in self.drops.groupBy("reason", "split", "role").count().collect()},
         )
+        summary["reconciled"] = [balance.check("pools") for balance in summary["balances"]]
+        return summary
 
 
 def summarise_pools(inputs: dict[tuple, int], queries: dict[tuple, int], candidates: dict[tuple, int],
                     drops: dict[tuple, int]) -> dict[str, Any]:
-    """Counts per split with the drops by reason, reconciled; raises ``ReconciliationError`` when they do not add up.
+    """Counts per split with the drops by reason, and the ``Balance`` of each part (the runner checks them).
 
     ``inputs``: (split, role) -> pairs in (split None: out of range); ``queries``: (split, move) -> rows;
     ``candidates``: (split, source) -> rows; ``drops``: (reason, split, role) -> rows. Per split, two sums:
     move pairs = queries + query drops + move pair drops, and move pairs + distractors = candidates +
     candidate drops + pair drops (a pair's gold enters the pool unless the whole pair is dropped).
     """
-    out: dict[str, Any] = {"splits": {}, "reconciled": {}}
+    out: dict[str, Any] = {"splits": {}, "balances": []}
     for split in (*SPLITS, None):
         here = {key: n for key, n in drops.items() if key[1] == split}
         by_item = {item: {r: n for (r, _, role), n in here.items() if REASONS[r].item == item}
@@ -137,23 +140,20 @@ def summarise_pools(inputs: dict[tuple, int], queries: dict[tuple, int], candida
                       for role in ("move", "distractor")}
         received = {role: n for (s, role), n in inputs.items() if s == split}
         move_in, distractor_in = received.get("move", 0), received.get("distractor", 0)
-        checks = out["reconciled"]
+        balances = out["balances"]
         if split is None:  # pairs outside every split: all dropped
-            checks["no split"] = reconcile("pools (no split)", "pairs", sum(received.values()), {}, by_item["pair"])
+            balances.append(Balance("pairs", sum(received.values()), {}, by_item["pair"], "no split"))
             continue
         n_queries = sum(n for (s, _), n in queries.items() if s == split)
         n_candidates = sum(n for (s, _), n in candidates.items() if s == split)
         other_in = sum(n for role, n in received.items() if role not in ("move", "distractor"))
-        checks[f"{split} queries"] = reconcile(
-            f"pools ({split}, queries)", "move pairs", move_in, {"queries": n_queries},
-            _merge(by_item["query"], pair_drops["move"]))
-        checks[f"{split} pool"] = reconcile(
-            f"pools ({split}, pool)", "move pairs and distractors", move_in + distractor_in,
-            {"candidates": n_candidates}, _merge(by_item["candidate"], pair_drops["move"], pair_drops["distractor"]))
+        balances.append(Balance("move pairs", move_in, {"queries": n_queries},
+                                _merge(by_item["query"], pair_drops["move"]), f"{split}, queries"))
+        balances.append(Balance("move pairs and distractors", move_in + distractor_in, {"candidates": n_candidates},
+                                _merge(by_item["candidate"], pair_drops["move"], pair_drops["distractor"]), f"{split}, pool"))
         other_drops = {r: n for (r, _, ro), n in here.items() if ro not in ("move", "distractor")}
         if other_in or other_drops:  # rows whose role is neither move nor distractor: all dropped
-            checks[f"{split} other roles"] = reconcile(
-                f"pools ({split}, other roles)", "pairs of another role", other_in, {}, other_drops)
+            balances.append(Balance("pairs of another role", other_in, {}, other_drops, f"{split}, other roles"))
         out["splits"][split] = {
             "pairs_in": {"move": move_in, "distractor": distractor_in, "other": other_in},
             "queries": n_queries,

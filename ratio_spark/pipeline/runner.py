@@ -1,4 +1,4 @@
-"""Run one stage under its contract (``pipeline/contracts.py``).
+"""Run one stage (``pipeline/stage.py``) under its declarations.
 
 Before the stage starts: every table it reads exists and has the columns it reads, or a one-line
 ``MissingTableError`` names the table, the missing columns and the stage to run first. While it runs,
@@ -6,7 +6,8 @@ the stage reaches tables only through a ``StageIO``: it reads the declared colum
 inputs, writes only its declared outputs (each checked against ``core.schema.TABLES`` before anything is
 committed) and writes its drops (reasons from ``core.schema.Reason``); its progress lines go through
 ``io.log`` and ``io.phase`` (a long phase with its time). After it returns: every declared output was
-written, and ``stats_drops`` gets the stage's counts by reason.
+written, every balance it returned reconciles (the runner checks them: a stage cannot skip it), ``stats_drops``
+gets the stage's counts by reason, and the summary has one shape for every stage.
 
 Progress is plain lines, readable in a log file: each ``log`` call writes one whole line at once (phases that run
 side by side never share a line), and while a stage runs, ``SparkProgress`` writes a line every
@@ -17,7 +18,6 @@ terminal (``pipeline/session.py``).
 
 from __future__ import annotations
 
-import importlib
 import sys
 import threading
 import time
@@ -33,7 +33,8 @@ from pyspark.sql.types import StructType
 from ratio_spark.core.config import Config
 from ratio_spark.core.errors import ContractError, MissingTableError
 from ratio_spark.core.schema import REASONS, TABLES, Table
-from ratio_spark.pipeline.contracts import CONTRACTS, StageContract, run_first
+from ratio_spark.pipeline.stage import Stage
+from ratio_spark.pipeline.stages import STAGES, run_first
 from ratio_spark.pipeline.tables import table_location, write_table
 
 
@@ -140,21 +141,21 @@ def _load_delta(spark: SparkSession, location: str) -> DataFrame | None:
         return None
 
 
-def check_inputs(spark: SparkSession, config: Config, contract: StageContract) -> dict[str, DataFrame]:
+def check_inputs(spark: SparkSession, config: Config, stage: Stage) -> dict[str, DataFrame]:
     """Each declared input, projected on the columns the stage reads; one clear line when it cannot be."""
     frames = {}
-    for name, columns in contract.reads.items():
+    for name, columns in stage.reads.items():
         location = table_location(config, name)
         first = run_first(name)
         frame = _load_delta(spark, location)
         if frame is None:
             raise MissingTableError(
-                f"{contract.name} reads table {name!r} at {location}, which is not a Delta table: run {first} first"
+                f"{stage.name} reads table {name!r} at {location}, which is not a Delta table: run {first} first"
             )
         missing = [c for c in columns if c not in frame.columns]
         if missing:
             raise MissingTableError(
-                f"{contract.name} reads table {name!r} at {location}, which lacks column(s) {missing}: "
+                f"{stage.name} reads table {name!r} at {location}, which lacks column(s) {missing}: "
                 f"rerun {first} (the table is older than this code)"
             )
         frames[name] = frame.select(*columns)
@@ -162,10 +163,12 @@ def check_inputs(spark: SparkSession, config: Config, contract: StageContract) -
 
 
 class StageIO:
-    """What a stage may touch: its inputs, its outputs, its drops, the configuration and the session."""
+    """What a stage may touch: its inputs, its outputs, its drops, its settings and file inputs, the configuration
+    and the session."""
 
-    def __init__(self, spark: SparkSession, config: Config, contract: StageContract, inputs: dict[str, DataFrame]):
-        self.spark, self.config, self.contract = spark, config, contract
+    def __init__(self, spark: SparkSession, config: Config, stage: Stage, inputs: dict[str, DataFrame]):
+        self.spark, self.config, self.stage = spark, config, stage
+        self.settings = stage.setting(config, stage.settings) if stage.settings else None  # its section
         self._inputs = inputs
         self.written: dict[str, str] = {}  # table -> location, in the order written
         self.drop_counts: dict[tuple, int] | None = None  # (reason, split, role) -> rows, once drops are written
@@ -174,11 +177,17 @@ class StageIO:
 
     def read(self, name: str) -> DataFrame:
         if name not in self._inputs:
-            raise ContractError(f"{self.contract.name} reads table {name!r}, which its contract does not declare")
+            raise ContractError(f"{self.stage.name} reads table {name!r}, which it does not declare")
         return self._inputs[name]
 
+    def file(self, what: str) -> str:
+        """The configured value of a declared file input (``Stage.files``): a lexicon's version or folder."""
+        if what not in self.stage.files:
+            raise ContractError(f"{self.stage.name} reads the file input {what!r}, which it does not declare")
+        return self.stage.setting(self.config, self.stage.files[what])
+
     def log(self, message: str) -> None:
-        log(f"{self.contract.name}: {message}")
+        log(f"{self.stage.name}: {message}")
 
     @contextmanager
     def phase(self, what: str) -> Iterator[None]:
@@ -206,7 +215,7 @@ class StageIO:
         table = TABLES[name]
         problems = schema_problems(table, df.schema)
         if problems:
-            raise ContractError(f"{self.contract.name} writes table {name!r} unlike its declaration: " + "; ".join(problems))
+            raise ContractError(f"{self.stage.name} writes table {name!r} unlike its declaration: " + "; ".join(problems))
         location = table_location(self.config, name)
         write_table(df.select(*table.column_names), location, table.partition_by, replace_where)
         self.written[name] = location
@@ -215,8 +224,8 @@ class StageIO:
     def write(self, name: str, df: DataFrame, replace_where: str | None = None) -> DataFrame:
         """Replace a declared output table (or, with ``replace_where``, the rows that match it: an update);
         returns the whole table as written (count that, not ``df``)."""
-        if name not in self.contract.writes:
-            raise ContractError(f"{self.contract.name} writes table {name!r}, which its contract does not declare")
+        if name not in self.stage.writes:
+            raise ContractError(f"{self.stage.name} writes table {name!r}, which it does not declare")
         return self._write(name, df, replace_where)
 
     def write_all(self, frames: dict[str, DataFrame], replace_where: str | None = None) -> dict[str, DataFrame]:
@@ -234,15 +243,15 @@ class StageIO:
         item follows from the reason); ingest passes rows of ``rejects``. A reason that the stage has not
         declared (``core.schema.Reason``) fails the stage.
         """
-        target = self.contract.drops_table
+        target = self.stage.drops_table
         if target is None:
-            raise ContractError(f"{self.contract.name} drops rows but its contract names no drops table")
+            raise ContractError(f"{self.stage.name} drops rows but it declares no drops table")
         if target == "drops":
             items = F.create_map(*[F.lit(x) for r in REASONS.values() for x in (r.code, r.item)])
-            drops = drops.withColumn("stage", F.lit(self.contract.name)).withColumn("item", items[F.col("reason")])
-            where = f"stage = '{self.contract.name}'" + (f" AND ({replace_where})" if replace_where else "")
+            drops = drops.withColumn("stage", F.lit(self.stage.name)).withColumn("item", items[F.col("reason")])
+            where = f"stage = '{self.stage.name}'" + (f" AND ({replace_where})" if replace_where else "")
             written = self._write(target, drops, replace_where=where)
-            written = written.filter(F.col("stage") == self.contract.name)
+            written = written.filter(F.col("stage") == self.stage.name)
         else:
             written = self._write(target, drops)
         keys = [c for c in ("reason", "split", "role") if c in written.columns]
@@ -250,11 +259,11 @@ class StageIO:
             tuple(r[k] for k in keys) + (None,) * (3 - len(keys)): r["count"]
             for r in written.groupBy(*keys).count().collect()
         }
-        undeclared = sorted({key[0] for key in counts} - set(self.contract.drop_reasons))
+        undeclared = sorted({key[0] for key in counts} - set(self.stage.drop_reasons))
         if undeclared:
             raise ContractError(
-                f"{self.contract.name} dropped rows for reason(s) {undeclared}, which are not its reasons in "
-                f"ratio_spark/core/schema.py (declared: {list(self.contract.drop_reasons)})"
+                f"{self.stage.name} dropped rows for reason(s) {undeclared}, which are not its reasons in "
+                f"ratio_spark/core/schema.py (declared: {list(self.stage.drop_reasons)})"
             )
         self.drop_counts = counts
         return counts
@@ -275,28 +284,27 @@ def write_stats_drops(spark: SparkSession, config: Config, stage: str, dropped: 
     return location
 
 
-def _write_stats_drops(io: StageIO) -> None:
-    io.written["stats_drops"] = write_stats_drops(io.spark, io.config, io.contract.name, io.dropped_by_reason())
+def run_stage(spark: SparkSession, config: Config, stage: str | Stage, **options: Any) -> dict[str, Any]:
+    """Check the inputs, run the stage, check that it wrote every declared output and reconcile its balances;
+    returns its summary. ``options`` go to ``process`` (an update's: which papers to mine, which splits to build).
 
-
-def _implementation(contract: StageContract) -> Callable[[StageIO], dict[str, Any]]:
-    module, function = contract.implementation.split(":")
-    return getattr(importlib.import_module(module), function)
-
-
-def run_stage(spark: SparkSession, config: Config, stage: str | StageContract, **options: Any) -> dict[str, Any]:
-    """Check the inputs, run the stage, check that it wrote every declared output; returns its summary.
-    ``options`` go to the stage's function (an update's: which papers to mine, which splits to build)."""
-    contract = CONTRACTS[stage] if isinstance(stage, str) else stage
+    The summary has one shape: ``stage``, the stage's own counts, ``dropped`` and ``dropped_by_reason`` (as
+    written), ``reconciled`` (a line per balance), ``tables``, ``phase_seconds`` and ``seconds``."""
+    stage = STAGES[stage] if isinstance(stage, str) else stage
     started = time.time()
-    io = StageIO(spark, config, contract, check_inputs(spark, config, contract))
+    io = StageIO(spark, config, stage, check_inputs(spark, config, stage))
     with SparkProgress(spark, io.log, config.spark.progress_interval_s, lambda: list(io.running_phases)):
-        summary = _implementation(contract)(io, **options)
-    expected = [*contract.writes, *([contract.drops_table] if contract.drops_table else [])]
+        outcome = stage.process(io, **options)
+    expected = [*stage.writes, *([stage.drops_table] if stage.drops_table else [])]
     unwritten = [name for name in expected if name not in io.written]
     if unwritten:
-        raise ContractError(f"{contract.name} finished without writing its declared table(s) {unwritten}")
-    if contract.drops_table:
-        _write_stats_drops(io)
-    return {"stage": contract.name, **summary, "tables": dict(io.written), "phase_seconds": io.phase_seconds,
+        raise ContractError(f"{stage.name} finished without writing its declared table(s) {unwritten}")
+    if not outcome.balances:
+        raise ContractError(f"{stage.name} returned no balance: every stage accounts for the rows that came in")
+    dropped = io.dropped_by_reason()
+    reconciled = [balance.check(stage.name, dropped) for balance in outcome.balances]
+    if stage.drops_table:
+        io.written["stats_drops"] = write_stats_drops(spark, config, stage.name, dropped)
+    return {"stage": stage.name, **outcome.counts, "dropped": sum(dropped.values()), "dropped_by_reason": dropped,
+            "reconciled": reconciled, "tables": dict(io.written), "phase_seconds": io.phase_seconds,
             "seconds": round(time.time() - started, 1)}

@@ -59,7 +59,7 @@ from pyspark.sql import functions as F
 from ratio_spark.core.config import Config
 from ratio_spark.core.errors import MissingTableError, RunFailure, UserError
 from ratio_spark.core.schema import MOVES, SPLITS, TABLES
-from ratio_spark.pipeline.contracts import reconcile
+from ratio_spark.pipeline.stage import reconcile
 from ratio_spark.pipeline.runner import log, run_stage, write_stats_drops
 from ratio_spark.pipeline.tables import in_predicate, read_table, table_location, write_table
 
@@ -362,7 +362,7 @@ def update(spark: SparkSession, config: Config, inputs: str) -> dict[str, Any]:
 
 
 def _update(spark: SparkSession, config: Config, inputs: str) -> dict[str, Any]:
-    from ratio_spark.pipeline.contracts import MINE_PAPERS
+    from ratio_spark.pipeline.stages import MINE_PAPERS
     from ratio_spark.pipeline.mine import pairs_examined
 
     check_tables_are_current(spark, config)
