@@ -19,7 +19,6 @@ import pytest
 
 from ratio_spark.cli.main import main
 from ratio_spark.evaluation.runs import read_run_files
-from test_humaneval_app import browser  # noqa: F401 - the real Chromium, shared with the human-evaluation tests
 
 pytestmark = pytest.mark.slow  # a server subprocess and a browser
 

@@ -15,8 +15,7 @@ import pytest
 from ratio_spark.core.config import load_config
 from ratio_spark.pipeline.stages import PIPELINE, STAGES
 
-from conftest import REPO_ROOT
-from test_standalone import release_manifest, table_rows
+from conftest import REPO_ROOT, release_manifest, table_rows
 
 VENV_BIN = Path(sys.executable).parent
 

@@ -6,8 +6,6 @@ committed tables behind, and the rerun gives the reference rows with no duplicat
 
 from __future__ import annotations
 
-import json
-
 import os
 import signal
 import subprocess
@@ -23,7 +21,7 @@ import pytest
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from conftest import REPO_ROOT, sample_config
+from conftest import REPO_ROOT, assert_same_tables, release_manifest, sample_config, table_names, table_rows
 from ratio_spark.core.config import Config
 from ratio_spark.pipeline.jars import ensure_jars
 from ratio_spark.pipeline.stages import PIPELINE, STAGES
@@ -40,37 +38,9 @@ class Slice:
     reference: Config  # the slice run in local[2] in this test session
 
 
-def table_names(root: Path) -> list[str]:
-    """The folders under ``root`` that hold a Delta table: a committed version in their log. A writer killed
-    before a new table's first commit leaves a log folder without one, which is no table to any Delta reader."""
-    return sorted(p.name for p in root.iterdir() if any((p / "_delta_log").glob("*.json")))  # 00000000000000000000.json, ...
-
-
-def table_rows(location: Path) -> list[str]:
-    """Every row as text, sorted, duplicates kept."""
-    frame = DeltaTable(str(location)).to_pandas()
-    return sorted(map(str, frame.astype(str).itertuples(index=False)))
-
-
 def finished_stage_rows(location: Path, finished=("ingest", "segment")) -> list[str]:
     frame = DeltaTable(str(location)).to_pandas()
     return sorted(map(str, frame[frame["stage"].isin(finished)].astype(str).itertuples(index=False)))
-
-
-def release_manifest(release: Path) -> dict:
-    """A release's manifest.json without its ``sha256`` map: the map pins the bytes of each file as written, and a
-    Parquet file's bytes or the card's provenance lines (the commit a cluster's zip does not have, the inputs an
-    update added) may differ where every row is the same (parquet-mr writes each column chunk's list of encodings
-    in an order that changes from one JVM to the next); assert_same_tables compares the rows."""
-    manifest = json.loads((release / "manifest.json").read_text())
-    assert set(manifest.pop("sha256")) >= {"README.md"}, "the manifest lists the hashes of the release's files"
-    return manifest
-
-
-def assert_same_tables(root: Path, reference: Path) -> None:
-    assert table_names(root) == table_names(reference)
-    for name in table_names(reference):
-        assert table_rows(root / name) == table_rows(reference / name), name
 
 
 @pytest.fixture(scope="module")

@@ -17,14 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from prerequisites import missing
 from ratio_spark.cli.main import main
 
 pytestmark = pytest.mark.slow  # a server subprocess and a browser
 
-CHROMIUM = os.environ.get("RATIO_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 # System names that never occur in the sample's sentences: the page must not show them (blind A/B).
 SYSTEMS = ("zyxunigram", "qwvbigram")
 
@@ -100,21 +96,6 @@ def server(study):
     running = Server(study["path"])
     yield running
     running.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        missing(f"no Chromium at {CHROMIUM} (scripts/setup-browser.sh installs Debian's chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        missing("playwright is not installed (dev extra)")
-    with sync_playwright() as playwright:
-        # launch() gives every browser a fresh temporary profile (--user-data-dir), removed on close
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-        yield chromium
-        chromium.close()
 
 
 def wait_saved(page) -> None:

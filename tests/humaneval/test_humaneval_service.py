@@ -21,12 +21,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from conftest import REPO_ROOT
 from ratio_spark.cli.main import main
 from ratio_spark.core.web import MAX_BODY_BYTES, MAX_JSON_DEPTH, json_depth
 
 pytestmark = pytest.mark.slow  # server subprocesses
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "humaneval_load.py"
+SCRIPT = REPO_ROOT / "benchmarks" / "humaneval_load.py"
 _spec = importlib.util.spec_from_file_location("humaneval_load", SCRIPT)
 bench = sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)

@@ -12,18 +12,18 @@ import importlib.util
 import json
 import sys
 import threading
-from pathlib import Path
 
 import httpx
 import pytest
 
+from conftest import REPO_ROOT
 from ratio_spark.inspire.instances import InstanceSet
 from ratio_spark.inspire.scoring import read_trajectory
 from ratio_spark.inspire.search import DateGatedSearch, SearchCorpus, make_backend
 from ratio_spark.inspire.service import MAX_QUERY_CHARS, InspireService, ServiceThread, create_app
 from test_inspire import sample_build  # noqa: F401  (the module fixture: instances of the sample)
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "inspire_load.py"
+SCRIPT = REPO_ROOT / "benchmarks" / "inspire_load.py"
 _spec = importlib.util.spec_from_file_location("inspire_load", SCRIPT)
 bench = sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)

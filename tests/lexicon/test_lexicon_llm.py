@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
+from conftest import REPO_ROOT
 from ratio_spark.cli.main import main
 from ratio_spark.lexicon.curation.formats import CANDIDATE_COLUMNS, LABEL_COLUMNS, LABELS
 from ratio_spark.lexicon.curation.llm import (
@@ -19,7 +19,6 @@ from ratio_spark.lexicon.curation.llm import (
     merge_labels, move_values, read_all_candidates, read_rows, write_rows,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_prompt_files_render_definitions_subcategories_and_seeds():

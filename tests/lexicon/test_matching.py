@@ -6,6 +6,7 @@ import datetime as dt
 
 import pytest
 
+from conftest import REPO_ROOT
 from ratio_spark.core.config import MiningConfig
 from ratio_spark.lexicon.loader import LexiconError, load_lexicon
 from ratio_spark.lexicon.matcher import PairCutter, opening_regex
@@ -480,9 +481,8 @@ def _python_rules():
     before they moved into Spark SQL (the pandas baseline uses them)."""
     import importlib.util
     import sys
-    from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "mining_vs_pandas.py"
+    script = REPO_ROOT / "benchmarks" / "mining_vs_pandas.py"
     spec = importlib.util.spec_from_file_location("mining_vs_pandas", script)
     module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

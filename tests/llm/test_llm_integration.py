@@ -14,18 +14,17 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import jsonschema
 import pytest
 
 from llm_standin import BatchStandIn, messages_fingerprint
+from conftest import REPO_ROOT
 from ratio_spark.llm import ChatRequest, LLMClient, LLMSettings, ModelEndpoint
 from ratio_spark.llm.requests import build_body
 
 pytestmark = pytest.mark.slow
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = {
     "type": "object",
     "properties": {"answer": {"type": "integer"}, "confidence": {"type": "string", "enum": ["low", "high"]}},

@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
+from conftest import REPO_ROOT
 from ratio_spark.core.config import ConfigError, SegmentConfig, load_config
 from ratio_spark.pipeline.segment import split_texts
 
@@ -215,7 +215,7 @@ def test_a_session_without_spark_nlp_refuses_the_sparknlp_engine_in_one_line(tmp
     )
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
-                            cwd=Path(__file__).resolve().parents[1])
+                            cwd=REPO_ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "has_spark_nlp False" in result.stdout
     assert "rules ['One.', 'Two.']" in result.stdout

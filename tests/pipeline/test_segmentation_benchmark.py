@@ -6,19 +6,19 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
-from pathlib import Path
 
 import pytest
 
+from conftest import REPO_ROOT
 from prerequisites import missing
 from ratio_spark.core.config import SegmentConfig
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "segmentation_quality.py"
+SCRIPT = REPO_ROOT / "benchmarks" / "segmentation_quality.py"
 _spec = importlib.util.spec_from_file_location("segmentation_quality", SCRIPT)
 sq = sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sq)
 
-SEGMENTATION_DOC = Path(__file__).resolve().parents[1] / "docs" / "segmentation.md"
+SEGMENTATION_DOC = REPO_ROOT / "docs" / "segmentation.md"
 # One regression figure per engine: "**Regression figure, engine rules.** ... **F1 = 0.9897**".
 GUARD_LINE = r"\*\*Regression figure, engine {engine}\.\*\*[^*]*\*\*F1 = (\d\.\d+)\*\*"
 TOLERANCE = 0.01

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 
+from conftest import REPO_ROOT
 from prerequisites import missing
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "segmentation_quality.py"
+SCRIPT = REPO_ROOT / "benchmarks" / "segmentation_quality.py"
 _spec = importlib.util.spec_from_file_location("segmentation_quality", SCRIPT)
 sq = sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(sq)

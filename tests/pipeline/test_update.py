@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, SAMPLE_TEI, _table_versions, sample_config
+from conftest import (REPO_ROOT, SAMPLE_TEI, _table_versions, assert_same_tables, release_manifest, sample_config,
+                      table_names, table_rows)
 from ratio_spark.core.config import Config, SplitRange, SplitsConfig, load_config
 from ratio_spark.core.schema import MOVES, SPLITS
 from ratio_spark.pipeline.stages import PIPELINE, STAGES
-from test_standalone import assert_same_tables, release_manifest, table_names, table_rows
 
 BASE = ["P16-1001", "P16-1008", "P17-1001", "P17-1008"]
 NEW = ["P18-1001", "P18-1009"]

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import yaml
 
+from conftest import FIXTURES, REPO_ROOT
 from ratio_spark.evaluation.data import load_split
 from ratio_spark.evaluation.runner import run_evaluation
 from ratio_spark.evaluation.settings import EvaluationConfig
@@ -25,8 +26,8 @@ from ratio_spark.rerank.prompts import PromptError, load_prompt
 from ratio_spark.rerank.runner import rerank_systems
 from ratio_spark.rerank.settings import RerankConfig
 
-REPO = Path(__file__).resolve().parents[1]
-TEST_PROMPTS = Path(__file__).parent / "fixtures" / "rerank"
+REPO = REPO_ROOT
+TEST_PROMPTS = FIXTURES / "rerank"
 PAPER = REPO.parent / "shared" / "seeds" / "ratio-paper.txt"
 
 # The Ratio paper, appendix H.3 ("Reranker"), the three relation lines, copied character for character.

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 from collections import Counter
-from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
@@ -15,9 +14,9 @@ from ratio_spark.cli.main import main
 from ratio_spark.silver.agreement import load_labels
 from ratio_spark.silver.table import SILVER_SCHEMA, write_silver
 
-from conftest import SILVER_FIXTURE, read_jsonl
+from conftest import REPO_ROOT, SILVER_FIXTURE, read_jsonl
 
-EXAMPLE_LABELS = Path(__file__).resolve().parents[1] / "data" / "silver-example" / "labels.csv"
+EXAMPLE_LABELS = REPO_ROOT / "data" / "silver-example" / "labels.csv"
 
 
 def test_sample_command(silver_tables, tmp_path, capsys):
@@ -100,7 +99,7 @@ def test_sheet_html_download_produces_a_labels_csv(silver_tables, tmp_path):
                  "--out", str(tmp_path)]) == 0
     script = re.search(r"<script>(.*)</script>", (tmp_path / "sheet.html").read_text(), re.S).group(1)
     (tmp_path / "sheet.js").write_text(script)
-    stub = Path(__file__).parent / "fixtures" / "silver" / "sheet_dom_stub.js"
+    stub = SILVER_FIXTURE / "sheet_dom_stub.js"
     out = subprocess.run(["node", str(stub), str(tmp_path / "sheet.js")], capture_output=True, text=True, check=True)
     (tmp_path / "labels.csv").write_text(out.stdout)
     labels = load_labels(tmp_path / "labels.csv")

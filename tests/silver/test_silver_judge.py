@@ -8,7 +8,6 @@ transport (httpx.MockTransport), for HTTP 500s, which a real server cannot be ma
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -17,11 +16,11 @@ from ratio_spark.silver.build import build_silver
 from ratio_spark.silver.settings import SilverConfig
 from ratio_spark.silver.table import read_silver
 
-from conftest import SILVER_FIXTURE, read_jsonl
+from conftest import REPO_ROOT, SILVER_FIXTURE, read_jsonl
 
 pytestmark = pytest.mark.slow
 
-EXAMPLE_LABELS = Path(__file__).resolve().parents[1] / "data" / "silver-example" / "labels.csv"
+EXAMPLE_LABELS = REPO_ROOT / "data" / "silver-example" / "labels.csv"
 
 SMALL = {"address": 1, "broaden": 1, "specify": 1}  # one pair per move
 

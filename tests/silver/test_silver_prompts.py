@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import REPO_ROOT
 from ratio_spark.core.config import ConfigError, load_config
 from ratio_spark.silver.pairs import judge_text
 from ratio_spark.silver.prompts import PromptError, load_prompts, select_prompts
@@ -23,9 +24,8 @@ def test_packaged_prompts_four_to_six_per_move_and_defaults_exist():
 
 def test_package_data_lists_the_prompt_files():
     import tomllib
-    from pathlib import Path
 
-    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
     assert "silver/prompts/*/*.md" in pyproject["tool"]["setuptools"]["package-data"]["ratio_spark"]
 
 

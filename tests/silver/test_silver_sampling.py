@@ -7,16 +7,15 @@ import os
 from collections import Counter
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from ratio_spark.silver.sampling import equal_allocation, sample_pairs
 
-from conftest import SILVER_FIXTURE, read_jsonl
+from conftest import REPO_ROOT, SILVER_FIXTURE, read_jsonl
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 
 
 def test_small_strata_give_everything_and_the_rest_share_equally():

@@ -15,9 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import FIXTURES, REPO_ROOT
 from ratio_spark.cli.main import main
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "training"
+FIXTURE = FIXTURES / "training"
 TINY_HYPERPARAMETERS = """\
 configurations:
   - {id: tiny, epochs: 1, batch_size: 16, learning_rate: 1.0e-4, warmup_ratio: 0.1, max_seq_length: 48, seed: 7}
@@ -334,7 +335,7 @@ def _distributed_env() -> dict:
     import sys
 
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1]) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("PYSPARK_PYTHON", sys.executable)
     env["OMP_NUM_THREADS"] = "1"  # two processes on two cores
     return env

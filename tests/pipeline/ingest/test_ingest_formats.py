@@ -15,13 +15,14 @@ from urllib.parse import urlparse
 
 import pytest
 
+from conftest import FIXTURES
 from ratio_spark.core.config import Config
 from ratio_spark.pipeline.ingest import ingest
 from ratio_spark.pipeline.ingest.options import ReaderOptions
 from ratio_spark.pipeline.ingest.s2orc import parse_s2orc_2020, read_s2orc_current
 from ratio_spark.pipeline.ingest.spark_io import LINE_SUFFIXES
 
-READERS = Path(__file__).resolve().parent / "fixtures" / "readers"
+READERS = FIXTURES / "readers"
 EXPECTED = json.loads((READERS / "expected.json").read_text())
 
 

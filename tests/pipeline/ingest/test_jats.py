@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from conftest import FIXTURES
+from conftest import FIXTURES, REPO_ROOT
 from ratio_spark.core.config import CitationFilter, load_config
 from ratio_spark.core.text import normalize_text
 from ratio_spark.pipeline.ingest.jats import parse_jats
@@ -403,7 +403,7 @@ def test_ingest_in_spark_reconciles_and_fills_the_licence(spark, tmp_path):
     from ratio_spark.pipeline.stages import run_ingest
 
     corpus, expected = _corpus(tmp_path)
-    config = load_config(Path(__file__).resolve().parents[1] / "conf" / "elife.yaml",
+    config = load_config(REPO_ROOT / "conf" / "elife.yaml",
                          [f"inputs.0.path={corpus}", f"tables.root={tmp_path / 'tables'}"])
     summary = run_ingest(spark, config)
     n_units = sum(expected.values())

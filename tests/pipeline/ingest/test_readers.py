@@ -11,16 +11,16 @@ import datetime as dt
 import gzip
 import json
 import re
-from pathlib import Path
 
 import pytest
 
+from conftest import FIXTURES
 from ratio_spark.pipeline.ingest.options import ReaderOptions
 from ratio_spark.pipeline.ingest.s2orc import PENDING_METADATA
 from ratio_spark.pipeline.ingest.spark_io import LINE_SUFFIXES, load_parser
 from ratio_spark.core.text import dehyphenate
 
-READERS = Path(__file__).resolve().parent / "fixtures" / "readers"
+READERS = FIXTURES / "readers"
 EXPECTED = json.loads((READERS / "expected.json").read_text())
 # Outcomes of s2orc_current that only the metadata join decides; the parser leaves them pending.
 DECIDED_BY_METADATA = {"publicationdate", "year", "anthology_id", "missing_metadata", "missing_date",
