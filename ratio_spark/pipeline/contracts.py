@@ -133,7 +133,7 @@ def reconcile(stage: str, unit: str, received: int, outputs: dict[str, int], dro
 def table_catalogue() -> str:
     """``docs/tables.md``: every table with its writer, readers and columns, then every reason.
 
-    Generated from ``CONTRACTS`` and ``core.schema``; ``tests/test_contracts.py`` fails when the committed
+    Generated from ``CONTRACTS`` and ``core.schema``; ``tests/pipeline/test_contracts.py`` fails when the committed
     file differs (regenerate with ``python -m ratio_spark.pipeline.contracts > docs/tables.md``).
     """
     lines = [

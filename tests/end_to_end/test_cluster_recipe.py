@@ -24,7 +24,7 @@ VENV_BIN = Path(sys.executable).parent
 SAMPLE = REPO_ROOT / "data" / "sample" / "acl-emnlp-tei"
 # Two real papers per year of the sample's splits (train 2016, validation 2017, test 2018).
 SLICE = ["P16-1001", "P16-1008", "P17-1001", "P17-1008", "P18-1001", "P18-1009"]
-RECIPE_MARK = "<!-- cluster recipe: tests/test_cluster_recipe.py runs the next block as written -->"
+RECIPE_MARK = "<!-- cluster recipe: tests/end_to_end/test_cluster_recipe.py runs the next block as written -->"
 
 
 def readme_recipe() -> str:

@@ -1,5 +1,5 @@
 """A run killed midway and rerun gives the same rows. (The jobs under spark-submit, from a zip and a wheel:
-tests/test_cluster_recipe.py.)"""
+tests/end_to_end/test_cluster_recipe.py.)"""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The instance tests run on the 299 real sample papers: the readers parse them (pure Python), and the test
 writes the papers / sentences / references Delta tables itself with deltalake, resolving references by an
-exact title match of its own, so no Spark is needed here (the Spark side is tests/test_references.py).
+exact title match of its own, so no Spark is needed here (the Spark side is tests/pipeline/ingest/test_references.py).
 Scoring is checked on constructed trajectories against values computed by hand in the comments.
 """
 

@@ -1,5 +1,5 @@
 """The Inspire search service as an outside client meets it (issues 33 and 30), on the instances of the 299
-sample papers (``sample_build`` of tests/test_inspire.py), BM25 backend, served by uvicorn on 127.0.0.1.
+sample papers (``sample_build`` of tests/inspire/test_inspire.py), BM25 backend, served by uvicorn on 127.0.0.1.
 
 Issue 33's defects with the exact requests of the issue (D4 a list as the tool name, D5 arguments nested
 50,000 deep, D6 a run id of "..", D7 ``serve --port 0``) and the query cap; hostile requests by hand and

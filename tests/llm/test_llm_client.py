@@ -5,7 +5,7 @@ Why a mocked transport (``httpx.MockTransport`` handed to the ``openai`` SDK as 
 these tests need a server that returns a 503, a 429 with Retry-After, a dropped connection or a
 malformed answer *on demand*, and a real model cannot be made to fail that way. Everything that a
 real server can show (JSON-constrained answers, concurrency, the Batch API path, a server killed
-mid-run) is tested against the real llama.cpp server in tests/test_llm_integration.py.
+mid-run) is tested against the real llama.cpp server in tests/llm/test_llm_integration.py.
 """
 
 from __future__ import annotations

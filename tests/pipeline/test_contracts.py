@@ -87,7 +87,7 @@ def test_side_by_side_returns_each_result_and_raises_the_first_failure_after_all
 
 
 def test_the_stage_commands_take_their_help_from_the_contracts():
-    # tests/test_layout.py imports ratio_spark.cli and the contracts with pyspark blocked.
+    # tests/project/test_layout.py imports ratio_spark.cli and the contracts with pyspark blocked.
     from ratio_spark.cli.main import build_parser
 
     help_text = " ".join(build_parser().format_help().split())
