@@ -15,7 +15,7 @@ file: every label, preference and comment acknowledged with a 2xx is stored once
 acknowledgements allow (the last one acknowledged by a client; for concurrent writers, one that no later-sent
 write followed), nothing else is stored, and no answer said "database is locked". With ``--kill-after S`` the
 server is SIGKILLed S seconds into the load and started again on the same file; the clients carry on.
-The CI test (tests/test_humaneval_service.py) runs the same code with 8 annotators.
+The CI test (tests/humaneval/test_humaneval_service.py) runs the same code with 8 annotators.
 """
 
 from __future__ import annotations

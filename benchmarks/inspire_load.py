@@ -6,7 +6,7 @@
 
 The service is ``ratio-spark inspire serve --port 0`` in a subprocess (BM25 backend; ``--set`` overrides go
 to it). ``--sample DIR`` first builds the instances of the bundled sample (the 299 TEI papers, written as Delta
-tables by the tests' own writer, tests/test_inspire.py, then ``build_instances``) into DIR.
+tables by the tests' own writer, tests/inspire/test_inspire.py, then ``build_instances``) into DIR.
 
 * **Load**: ``--episodes`` agent episodes at once (a thread and a connection each), each over one instance
   (cycled): start, ``--searches`` searches (words of the brief, in a different order each time), a
@@ -17,7 +17,7 @@ tables by the tests' own writer, tests/test_inspire.py, then ``build_instances``
   spaces, zero-width characters, path-like), each searched at the maximum limit; then a submission of the
   target, later papers and the crafted ids. Every result and every accepted id is checked against the corpus:
   published strictly before the instance's cutoff, never the target. Any violation is listed.
-The CI test (tests/test_inspire_service.py) runs the same code on the sample at small size.
+The CI test (tests/inspire/test_inspire_service.py) runs the same code on the sample at small size.
 """
 
 from __future__ import annotations
@@ -183,14 +183,15 @@ def gate_audit(url: str, folder: Path, queries_per_instance: int, max_limit: int
 
 
 def build_sample(root: Path) -> Path:
-    """The sample's instances (as tests/test_inspire.py builds them) under ``root``; returns the version folder."""
+    """The sample's instances (as tests/inspire/test_inspire.py builds them) under ``root``; returns the version
+    folder."""
     from ratio_spark.core.config import load_config
     from ratio_spark.inspire.build import build_instances
 
     folder = root / "instances" / "v1"
     if (folder / "manifest.json").exists():
         return folder
-    sys.path.insert(0, str(REPO / "tests"))
+    sys.path[:0] = [str(REPO / "tests" / "inspire"), str(REPO / "tests")]  # test_inspire.py, and the conftest it imports
     from test_inspire import write_sample_tables
 
     write_sample_tables(root / "tables")

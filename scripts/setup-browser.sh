@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The browser of the human-evaluation app's tests (tests/test_humaneval_app.py), idempotently: Debian's
+# The browser of the human-evaluation app's tests (tests/humaneval/test_humaneval_app.py), idempotently: Debian's
 # Chromium, driven by Playwright for Python. Playwright's own browser download (`playwright install`) is
 # not needed: the tests launch the system binary ($RATIO_CHROMIUM, default /usr/bin/chromium).
 # scripts/setup.sh calls this with the dev extra; RATIO_SKIP_BROWSER=1 skips it (those tests then skip,

@@ -154,6 +154,39 @@ def _table_versions(root: Path) -> dict[str, int]:
     return {p.name: DeltaTable(str(p)).version() for p in sorted(root.iterdir()) if (p / "_delta_log").is_dir()}
 
 
+# --- tables compared row for row (the end-to-end runs and the update tests: one helper, tests in two folders) ---
+def table_names(root: Path) -> list[str]:
+    """The folders under ``root`` that hold a Delta table: a committed version in their log. A writer killed
+    before a new table's first commit leaves a log folder without one, which is no table to any Delta reader."""
+    return sorted(p.name for p in root.iterdir() if any((p / "_delta_log").glob("*.json")))  # 00000000000000000000.json, ...
+
+
+def table_rows(location: Path) -> list[str]:
+    """Every row as text, sorted, duplicates kept."""
+    from deltalake import DeltaTable
+
+    frame = DeltaTable(str(location)).to_pandas()
+    return sorted(map(str, frame.astype(str).itertuples(index=False)))
+
+
+def release_manifest(release: Path) -> dict:
+    """A release's manifest.json without its ``sha256`` map: the map pins the bytes of each file as written, and a
+    Parquet file's bytes or the card's provenance lines (the commit a cluster's zip does not have, the inputs an
+    update added) may differ where every row is the same (parquet-mr writes each column chunk's list of encodings
+    in an order that changes from one JVM to the next); assert_same_tables compares the rows."""
+    import json
+
+    manifest = json.loads((release / "manifest.json").read_text())
+    assert set(manifest.pop("sha256")) >= {"README.md"}, "the manifest lists the hashes of the release's files"
+    return manifest
+
+
+def assert_same_tables(root: Path, reference: Path) -> None:
+    assert table_names(root) == table_names(reference)
+    for name in table_names(reference):
+        assert table_rows(root / name) == table_rows(reference / name), name
+
+
 def _run_stages(spark, run: SampleRun, stages) -> SampleRun:
     from ratio_spark.pipeline.runner import run_stage
 
@@ -336,3 +369,24 @@ def humaneval_runs(tmp_path_factory) -> dict:
                  "bm25-1,bm25-2", "--analyses", "none", "--results", str(results), "--no-progress"])
     assert code == 0
     return {"tables": root / "tables", "runs": {"unigram": results / "runs" / "bm25-1", "bigram": results / "runs" / "bm25-2"}}
+
+
+# --- the real headless Chromium (Playwright through executable_path): the human-evaluation app and the browser ---
+CHROMIUM = os.environ.get("RATIO_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        missing(f"no Chromium at {CHROMIUM} (scripts/setup-browser.sh installs Debian's chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing("playwright is not installed (dev extra)")
+    with sync_playwright() as playwright:
+        # launch() gives every browser a fresh temporary profile (--user-data-dir), removed on close
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()

@@ -6,7 +6,7 @@ still running (a partly consumed scan, read-ahead, a file handle closed late) th
 "terminate called without an active exception" (SIGABRT) or a segfault (delta-rs 1.6; the same report:
 pola-rs/polars#24169). Handing the scan pyarrow's own filesystem for the table's location avoids the
 Rust filesystem altogether: same rows, same partition pruning, a clean exit
-(``tests/test_delta_reader.py`` shows both in subprocesses). Every read of the Python half goes through
+(``tests/core/test_delta_reader.py`` shows both in subprocesses). Every read of the Python half goes through
 ``read_delta`` (or ``delta_dataset`` for a lazy scan); writes use ``deltalake.write_deltalake``.
 """
 

@@ -11,7 +11,7 @@ the same ranks on every run. Excluded candidates (the query's own sentence) are 
 A query without any ranked candidate scores 0: every query counts in the mean, none is dropped.
 Values are fractions here; the tables print percentages, as the paper does.
 
-``tests/test_metrics.py`` checks these against ``ir_measures`` (R@k, RR@k, nDCG@10) on the same runs.
+``tests/evaluation/test_metrics.py`` checks these against ``ir_measures`` (R@k, RR@k, nDCG@10) on the same runs.
 """
 
 from __future__ import annotations

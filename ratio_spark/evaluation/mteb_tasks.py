@@ -21,7 +21,7 @@ Recall@k) at the paper's cutoffs. Two rules of the paper that MTEB does not know
 
 MTEB's embedding cache (``mteb.models.CachedEmbeddingWrapper``) once ignored the prompt type, so that a
 query's vector was reused for the same text as a candidate (mteb issue #5383): Ratio hits exactly that case,
-since a query's own sentence can be in the pool. ``tests/test_mteb_tasks.py`` checks that the cache keeps the
+since a query's own sentence can be in the pool. ``tests/evaluation/test_mteb_tasks.py`` checks that the cache keeps the
 two apart and that cached and fresh scores agree.
 
 A task's name carries a digest of its queries and pool (``RatioSpecify-test-1a2b3c4d``), so MTEB's results

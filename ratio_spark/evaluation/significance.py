@@ -15,7 +15,7 @@ comparisons are *paired*:
   permutation_test`` does.
 
 Everything is seeded (``numpy.random.default_rng`` from the seed and the stratum's name), so the same
-inputs give the same intervals and p-values on every run. ``tests/test_significance.py`` checks the
+inputs give the same intervals and p-values on every run. ``tests/evaluation/test_significance.py`` checks the
 bootstrap against ``scipy.stats.bootstrap`` and its closed-form variance, and the permutation test
 against ``scipy.stats.permutation_test``.
 """

@@ -449,7 +449,7 @@ def run_first(table: str) -> str:
 def table_catalogue() -> str:
     """``docs/tables.md``: every table with its writer, readers and columns, then every reason.
 
-    Generated from ``STAGES`` and ``core.schema``; ``tests/test_contracts.py`` fails when the committed
+    Generated from ``STAGES`` and ``core.schema``; ``tests/pipeline/test_contracts.py`` fails when the committed
     file differs (regenerate with ``python -m ratio_spark.pipeline.stages > docs/tables.md``).
     """
     lines = [

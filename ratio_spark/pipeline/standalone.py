@@ -1,7 +1,7 @@
 """A Spark standalone cluster on this machine: one master and N workers started from the installed pyspark
 (``spark-class org.apache.spark.deploy.master.Master`` / ``...worker.Worker``), bound to 127.0.0.1 on free
 ports, each worker with its own cores and memory. The tests run the pipeline and kill workers on it
-(tests/test_standalone.py), the scale benchmark measures it, and
+(tests/end_to_end/test_standalone.py), the scale benchmark measures it, and
 
     python -m ratio_spark.pipeline.standalone [--workers 2 --cores 1 --memory 1536m] -- \\
         spark-submit ... jobs/run.py --conf conf/sample.yaml

@@ -21,7 +21,7 @@
    ``split``); the reconciliation, the leakage checks and the statistics cover every split.
    ``citations`` (a new paper can be the one an old bibliography entry cites) and ``export`` (the release
    files) run again over the whole tables. The result equals a full rebuild from the same inputs
-   (tests/test_update.py).
+   (tests/pipeline/test_update.py).
 6. A row of ``releases`` records the release: every table's Delta version (read any of them back with
    ``read_release``: Delta time travel, ``versionAsOf``), row counts, and the diff against the previous
    release (new queries per split and move, pool growth per split).
