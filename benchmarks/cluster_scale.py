@@ -29,7 +29,6 @@ import tempfile
 import threading
 import time
 import urllib.request
-import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -179,6 +178,7 @@ def measure(master: str, scale: int, replicas: str, conf: Path, cores: int, even
             overrides: list[str], stages: str = ",".join(STAGES), keep: Path | None = None) -> dict:
     """One run in its own process; ``keep``: its tables stay in ``keep/<master>-<scale>x`` (a run that does not
     start with ingest reads them there)."""
+    from ratio_spark.pipeline.package_zip import write_package_zip
     from ratio_spark.pipeline.standalone import StandaloneCluster
 
     if keep is None:
@@ -201,11 +201,7 @@ def measure(master: str, scale: int, replicas: str, conf: Path, cores: int, even
     cluster = None
     if master == "standalone":
         cluster = StandaloneCluster(workers=2, cores=1, memory="1536m", root=work / "cluster").start()
-        package_zip = work / "ratio_spark.zip"
-        with zipfile.ZipFile(package_zip, "w") as archive:
-            for path in sorted((REPO / "ratio_spark").rglob("*")):
-                if path.is_file() and "__pycache__" not in path.parts:
-                    archive.write(path, path.relative_to(REPO))
+        package_zip = write_package_zip(work / "ratio_spark.zip")
         command += ["--master", cluster.master_url, "--package-zip", str(package_zip)]
     else:
         command += ["--master", "local[2]"]

@@ -1,6 +1,6 @@
 """Review sheets for lexicon v1: the most frequent sentence-opening spans and seeded sample pairs.
 
-Reproduces the evidence behind ``ratio_spark/lexicons/v1`` (the paper's manual curation, §4.1 and appendix A):
+Reproduces the evidence behind ``lexicons/v1`` (the paper's manual curation, §4.1 and appendix A):
 counts the span before the first comma (at most seven words) over the ACL/EMNLP 2014-2018 sentences
 table and, optionally, ScisummNet; prints the top spans; and writes, for each of the top spans, a CSV
 of k randomly sampled consecutive pairs whose second sentence opens with the span and a comma. It also

@@ -20,9 +20,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$VENV/bin/pip" install -q --upgrade pip
 fi
 
-# Reinstall only when the dependency list changed (pip's cache makes a fresh venv cheap, too).
+# Reinstall only when the packaging (dependencies, setup.py's lexicons mapping) changed (pip's cache makes a fresh venv cheap, too).
 stamp="$VENV/.ratio-spark-installed"
-want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)-$EXTRAS"
+want="$(cat pyproject.toml setup.py scripts/setup.sh | sha256sum | cut -c1-16)-$EXTRAS"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing ratio-spark[$EXTRAS] and its pinned dependencies"
   "$VENV/bin/pip" install -q -e ".[$EXTRAS]"

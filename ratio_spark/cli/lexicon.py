@@ -4,8 +4,8 @@
     ratio-spark lexicon extensions --conf C --prefixes P.tsv --out extension.tsv  (Spark)
     ratio-spark lexicon patterns   --out pattern.tsv
     ratio-spark lexicon accept     --decisions D.tsv --out spans.tsv
-    ratio-spark lexicon build      --out lexicons/v3 --candidates DIR --decisions D.tsv --base v2
-    ratio-spark lexicon report     --conf C --lexicon lexicons/v3 --against mined_pairs --out DIR  (Spark)
+    ratio-spark lexicon build      --out lexicons/v4 --candidates DIR --decisions D.tsv --base v3
+    ratio-spark lexicon report     --conf C --lexicon lexicons/v4 --against mined_pairs --out DIR  (Spark)
 
 The Spark subcommands read the ``sentences`` (or ``mined_pairs``) table of the configuration's
 ``tables.root`` and build their own session from ``spark:`` (``ratio_spark.pipeline.session``); under
@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     pat = sub.add_parser("patterns", help="expand Hearst-style templates with inflected term lists into candidates")
     pat.add_argument("--out", required=True, help="candidates TSV to write (e.g. lexicons/v2/candidates/pattern.tsv)")
-    pat.add_argument("--patterns", help="pattern folder with templates.tsv and terms/ (default: the shipped ratio_spark/lexicons/patterns)")
+    pat.add_argument("--patterns", help="pattern folder with templates.tsv and terms/ (default: the shipped lexicons/patterns)")
     pat.add_argument("--moves", default="address,broaden,specify", help="comma-separated moves to expand")
     pat.add_argument("--templates", help="comma-separated template ids (default: all)")
     pat.add_argument("--summary-json")

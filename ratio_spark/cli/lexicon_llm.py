@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         sub.add_argument("--lexicon-root", default="lexicons",
                          help="folder holding your lexicon versions (default: lexicons, in the working directory)")
         sub.add_argument("--prompts-dir", default=None, help="folder of the prompt files (default: the shipped ones, "
-                         "ratio_spark/lexicons/prompts)")
+                         "lexicons/prompts)")
     generate.add_argument("--move", action="append", required=True, help="move to generate for (repeatable)")
     generate.add_argument("--models", nargs="+", help="endpoint names from llm.models (default: all of them)")
     generate.add_argument("--seed-lexicon", help="lexicon whose markers of the move are the seeds (default: mining.lexicon)")

@@ -1,4 +1,4 @@
-"""The Spark pipeline's commands: config, one per stage (ingest .. export), run, jars."""
+"""The Spark pipeline's commands: config, one per stage (ingest .. export), run, jars, zip."""
 
 from __future__ import annotations
 
@@ -31,6 +31,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     jars.add_argument("--all", action="store_true", help="every component, whatever the configuration needs")
     jars.add_argument("--comma", action="store_true", help="print one comma-separated line (for spark-submit --jars)")
     jars.set_defaults(handler=run_jars)
+    package = sub.add_parser("zip", help="write the package, with its lexicons, as one zip for spark-submit --py-files")
+    package.add_argument("--out", default="ratio_spark.zip", help="the zip to write (default: ratio_spark.zip)")
+    package.set_defaults(handler=run_zip)
 
 
 def run_jars(args: argparse.Namespace) -> int:
@@ -40,6 +43,13 @@ def run_jars(args: argparse.Namespace) -> int:
     wanted = COMPONENTS if args.all else components(config)
     jars = ensure_jars(args.profile or config.spark.jars.profile, config.spark.jars.cache_dir, wanted=wanted)
     print(",".join(map(str, jars)) if args.comma else "\n".join(map(str, jars)))
+    return 0
+
+
+def run_zip(args: argparse.Namespace) -> int:
+    from ratio_spark.pipeline.package_zip import write_package_zip
+
+    print(write_package_zip(args.out))
     return 0
 
 

@@ -193,7 +193,7 @@ class CitationFilter(StrictModel):
 class MiningConfig(StrictModel):
     """Marker matching over consecutive sentence pairs (the paper's §4.2 and appendix B.1; docs/mining.md)."""
 
-    lexicon: str = "v1"  # a shipped version (v1, v2: ratio_spark/lexicons/), or the path of a lexicon folder
+    lexicon: str = "v1"  # a shipped version (v1, v2, v3: the top-level lexicons/), or the path of a lexicon folder
     min_chars: int = 35  # query and gold sentences shorter than this are dropped
     require_comma: bool = True  # a marker counts only when a comma follows it ("For example, ...")
     # Extendable connectives: words after the prefix, up to a comma (the released benchmark allows 3).

@@ -1,8 +1,9 @@
 """Versioned marker lexicons: load, validate, describe.
 
 A lexicon version is a folder (dolma-style: the folder name is the version). The versions this project
-curated (v1, v2) ship inside the package, in ``ratio_spark/lexicons/``, and load by name through
-``importlib.resources`` from a checkout, a wheel or a zip alike; any other folder loads by its path:
+curated (v1, v2, v3) live in the repository's top-level ``lexicons/``, ship as the package's data folder
+``ratio_spark/lexicons/`` (``SHIPPED_DIR``), and load by name from a checkout, a wheel or a zip alike; any other
+folder loads by its path:
 
     markers.tsv   one row per marker: marker, role, label, source, extendable, evidence
     ordinals.txt  ordinal and list openers removed from gold sentences ("firstly", "second", ...)
@@ -33,8 +34,23 @@ if TYPE_CHECKING:
     from importlib.abc import Traversable
 
 COLUMNS = ("marker", "role", "label", "source", "extendable", "evidence")
+
+
+def _shipped_dir() -> Path | Traversable:
+    """The folder of the shipped lexicons, in the two layouts there are. setup.py maps the repository's top-level
+    ``lexicons/`` into the package, so a wheel and the zip of ``ratio-spark zip`` carry it as ``ratio_spark/lexicons/``.
+    A source tree (``pyproject.toml`` beside the package) imports the package from its folder, by an editable install
+    or ``PYTHONPATH``, and nothing maps the data folder there (an editable install cannot import a data folder mapped
+    outside its package): the lexicons are the package's sibling.
+    """
+    source_tree = Path(__file__).parents[2]  # in the zip, a path into the zip file, which holds no pyproject.toml
+    if (source_tree / "pyproject.toml").is_file():
+        return source_tree / "lexicons"
+    return resources.files("ratio_spark") / "lexicons"
+
+
 # Package data: the shipped lexicon versions, the LLM prompts (prompts/) and the pattern lists (patterns/).
-SHIPPED_DIR = resources.files("ratio_spark") / "lexicons"
+SHIPPED_DIR = _shipped_dir()
 
 
 class LexiconError(UserError, ValueError):
@@ -88,7 +104,7 @@ def shipped_versions() -> list[str]:
 
 
 def lexicon_folder(name_or_path: str | Path | Traversable) -> Path | Traversable:
-    """The folder of a lexicon: an existing folder path, else a version shipped with the package (v1, v2).
+    """The folder of a lexicon: an existing folder path, else a version shipped with the package (v1, v2, v3).
 
     The one lookup of lexicons by name; a folder of the working directory wins over a shipped version.
     """
@@ -105,7 +121,7 @@ def lexicon_folder(name_or_path: str | Path | Traversable) -> Path | Traversable
 
 
 def load_lexicon(path: str | Path | Traversable) -> Lexicon:
-    """Load and validate a lexicon: a shipped version name (v1, v2) or the path of a lexicon folder."""
+    """Load and validate a lexicon: a shipped version name (v1, v2, v3) or the path of a lexicon folder."""
     folder = lexicon_folder(path)
     markers_file = folder / "markers.tsv"
     if not markers_file.is_file():

@@ -106,9 +106,11 @@ def test_every_shipped_prompt_reads_through_the_one_loader():
     parses a prompt file itself (front matter or [system]/[user] sections)."""
     import ratio_spark
     from ratio_spark.core.prompts import read_prompt
+    from ratio_spark.lexicon.loader import SHIPPED_DIR
 
     root = Path(ratio_spark.__file__).parent
-    files = [p for p in root.rglob("prompts/**/*") if p.suffix in (".md", ".txt")]
+    # the package's prompts, and the lexicons' (the top-level lexicons/prompts/, package data too)
+    files = [p for folder in (root, SHIPPED_DIR) for p in folder.rglob("prompts/**/*") if p.suffix in (".md", ".txt")]
     assert {p.parent.name for p in files} >= {"prompts", "address"} and len(files) >= 20
     for path in files:
         prompt = read_prompt(path)

@@ -1,7 +1,8 @@
 """The cluster recipe (README "On a cluster") through the real spark-submit, from outside the repository:
 the zip via --py-files, run as the README writes it, and the wheel installed without its dependencies with
 the shipped Databricks configuration and provided jars. Both run the whole pipeline, ingest .. export, on a
-slice of the bundled sample; nothing may resolve from the checkout (issue 12)."""
+slice of the bundled sample; nothing may resolve from the checkout (issue 12), the lexicons included: they live
+in the repository's top-level lexicons/ and must travel in the zip and the wheel (issue 29)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -25,13 +27,18 @@ SAMPLE = REPO_ROOT / "data" / "sample" / "acl-emnlp-tei"
 # Two real papers per year of the sample's splits (train 2016, validation 2017, test 2018).
 SLICE = ["P16-1001", "P16-1008", "P17-1001", "P17-1008", "P18-1001", "P18-1009"]
 RECIPE_MARK = "<!-- cluster recipe: tests/end_to_end/test_cluster_recipe.py runs the next block as written -->"
+LEXICONS = REPO_ROOT / "lexicons"  # the shipped lexicons: beside the package, not in it
 
 
 def readme_recipe() -> str:
     text = (REPO_ROOT / "README.md").read_text()
     block = text.split(RECIPE_MARK, 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
-    assert "spark-submit" in block and "python -m zipfile" in block
+    assert "spark-submit" in block and "ratio-spark zip" in block
     return block
+
+
+def shipped_lexicon_files() -> set[str]:
+    return {p.relative_to(LEXICONS).as_posix() for p in LEXICONS.rglob("*") if p.is_file()}
 
 
 def copy_sample_slice(root: Path) -> Path:
@@ -58,12 +65,15 @@ def check_whole_run(stdout: str, tables: Path, release: Path) -> None:
         assert len(DeltaTable(str(tables / name)).to_pandas()) > 0, name
     manifest = json.loads((release / "manifest.json").read_text())
     assert set(manifest["splits"]) == {"train", "validation", "test"}
+    # mined with the shipped lexicon v1 (conf/sample.yaml's default), read from the zip or the wheel
+    assert set(DeltaTable(str(tables / "mined_pairs")).to_pandas()["lexicon_version"]) == {"v1"}
 
 
 @pytest.mark.slow
 def test_the_readme_recipe_runs_as_written_from_the_zip(tmp_path):
+    """`ratio-spark zip` zips the installed package (this checkout, editable) and the top-level lexicons/; the copy
+    holds no package and no lexicons, so the run can read them only from the zip."""
     work = tmp_path / "checkout"
-    shutil.copytree(REPO_ROOT / "ratio_spark", work / "ratio_spark", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO_ROOT / "jobs", work / "jobs")
     shutil.copytree(REPO_ROOT / "conf", work / "conf")
     copy_sample_slice(work)
@@ -71,14 +81,21 @@ def test_the_readme_recipe_runs_as_written_from_the_zip(tmp_path):
                             text=True, env=clean_env(RATIO_SPARK_LOG_DIR=str(tmp_path / "logs")), timeout=1500)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert f"from {work / 'ratio_spark.zip'}/ratio_spark" in result.stdout  # the zip ran, not a checkout
+    with zipfile.ZipFile(work / "ratio_spark.zip") as archive:
+        names = archive.namelist()
+    prefix = "ratio_spark/lexicons/"
+    assert {n.removeprefix(prefix) for n in names if n.startswith(prefix) and not n.endswith("/")} == shipped_lexicon_files()
+    assert "ratio_spark/lexicon/loader.py" in names and not any("__pycache__" in n for n in names)
+    assert not (work / "lexicons").exists() and not (work / "ratio_spark").exists()
     check_whole_run(result.stdout, work / "data" / "tables" / "sample", work / "data" / "release" / "sample")
 
 
 @pytest.mark.slow
 def test_the_whole_pipeline_runs_from_the_wheel_as_on_databricks(tmp_path):
     source = tmp_path / "source"
-    shutil.copytree(REPO_ROOT / "ratio_spark", source / "ratio_spark", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
+    for folder in ("ratio_spark", "lexicons"):
+        shutil.copytree(REPO_ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy(REPO_ROOT / name, source)
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation",
                             "-w", str(tmp_path / "dist"), str(source)], capture_output=True, text=True, timeout=600)
@@ -88,9 +105,12 @@ def test_the_whole_pipeline_runs_from_the_wheel_as_on_databricks(tmp_path):
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
                    check=True, timeout=600)
-    # the runtime files the code finds by name, not by a path into a checkout
-    assert {"ratio_spark/conf/databricks.yaml", "ratio_spark/conf/training/minilm.yaml"} <= {
-        str(p.relative_to(site)) for p in site.rglob("*.yaml")}
+    # the runtime files the code finds by name, not by a path into a checkout; the lexicons mapped into the package
+    installed = {p.relative_to(site).as_posix() for p in site.rglob("*") if p.is_file()}
+    assert {"ratio_spark/conf/databricks.yaml", "ratio_spark/conf/training/minilm.yaml"} <= installed
+    assert {f"ratio_spark/lexicons/{v}/markers.tsv" for v in ("v1", "v2", "v3")} | {
+        "ratio_spark/lexicons/prompts/moves.v1.yaml", "ratio_spark/lexicons/patterns/templates.tsv"} <= installed
+    assert not (site / "lexicons").exists()
 
     job = tmp_path / "job"  # a working directory with no package in it: only the job file, a conf and the data
     (job / "jobs").mkdir(parents=True)

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -24,6 +23,7 @@ from deltalake.exceptions import TableNotFoundError
 from conftest import REPO_ROOT, assert_same_tables, release_manifest, sample_config, table_names, table_rows
 from ratio_spark.core.config import Config
 from ratio_spark.pipeline.jars import ensure_jars
+from ratio_spark.pipeline.package_zip import write_package_zip
 from ratio_spark.pipeline.runner import run_stage
 from ratio_spark.pipeline.stages import PIPELINE
 from test_cluster_recipe import clean_env, copy_sample_slice
@@ -50,11 +50,7 @@ def slice_run(spark, tmp_path_factory) -> Slice:
     package zipped as the executors receive it."""
     root = tmp_path_factory.mktemp("standalone-slice")
     corpus = copy_sample_slice(root)
-    package_zip = root / "ratio_spark.zip"
-    with zipfile.ZipFile(package_zip, "w") as archive:
-        for path in sorted((REPO_ROOT / "ratio_spark").rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                archive.write(path, path.relative_to(REPO_ROOT))
+    package_zip = write_package_zip(root / "ratio_spark.zip")
     reference = sample_config(corpus, root / "local" / "tables", root / "local" / "release")
     for stage in PIPELINE:
         run_stage(spark, reference, stage)

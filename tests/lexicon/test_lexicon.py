@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import csv
+import json
+import os
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
+from conftest import REPO_ROOT
 from ratio_spark.lexicon.loader import (
     COLUMNS,
     SHIPPED_DIR,
@@ -14,8 +20,10 @@ from ratio_spark.lexicon.loader import (
     MOVES,
     LexiconError,
     load_lexicon,
+    shipped_versions,
 )
 from ratio_spark.core.text import normalize_text
+from ratio_spark.cli.main import main
 
 V1 = SHIPPED_DIR / "v1"
 GOOD_ROWS = [
@@ -91,6 +99,36 @@ def test_loader_names_a_file_that_is_not_utf8(tmp_path):
     (folder / "ordinals.txt").write_bytes("premi\xe8rement\n".encode("latin-1"))
     with pytest.raises(LexiconError, match=r"ordinals.txt: not UTF-8 text"):
         load_lexicon(folder)
+
+
+# --- where the shipped lexicons are ---------------------------------------------------------------
+
+
+def test_from_the_source_tree_the_shipped_lexicons_are_the_top_level_folder():
+    """One copy, beside jobs/ and conf/ (the design's layout); the suite imports the package from the source tree."""
+    assert SHIPPED_DIR == REPO_ROOT / "lexicons"
+    assert shipped_versions() == ["v1", "v2", "v3"]
+    assert (SHIPPED_DIR / "prompts" / "moves.v1.yaml").is_file() and (SHIPPED_DIR / "patterns" / "templates.tsv").is_file()
+
+
+def test_the_package_zip_carries_the_lexicons_where_the_loader_looks(tmp_path):
+    """Imported from the zip alone (as spark-submit --py-files does), the package finds its lexicons inside it."""
+    package_zip = tmp_path / "ratio_spark.zip"
+    assert main(["zip", "--out", str(package_zip)]) == 0
+    with zipfile.ZipFile(package_zip) as archive:
+        names = archive.namelist()
+    assert len(names) == len(set(names))
+    zipped = {n.removeprefix("ratio_spark/lexicons/") for n in names if n.startswith("ratio_spark/lexicons/") and not n.endswith("/")}
+    assert zipped == {p.relative_to(SHIPPED_DIR).as_posix() for p in SHIPPED_DIR.rglob("*") if p.is_file()}
+    assert not any(n.startswith("lexicons/") or "__pycache__" in n for n in names)
+    probe = ("import json, ratio_spark.lexicon.loader as L; "
+             "print(json.dumps([str(L.SHIPPED_DIR), L.shipped_versions(), len(L.load_lexicon('v2').markers)]))")
+    env = {**os.environ, "PYTHONPATH": str(package_zip)}
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    folder, versions, v2_markers = json.loads(done.stdout)
+    assert folder.rstrip("/") == f"{package_zip}/ratio_spark/lexicons"  # a zipfile.Path: inside the zip
+    assert versions == shipped_versions() and v2_markers == len(load_lexicon("v2").markers)
 
 
 # --- lexicon v1 ------------------------------------------------------------------------------------

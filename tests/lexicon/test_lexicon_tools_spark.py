@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -231,9 +230,10 @@ def test_cli_spans_extensions_report(spark, sample_sentences, tmp_path, capsys):
 @pytest.mark.slow
 def test_lexicon_spans_job_runs_under_spark_submit(sample_sentences, tmp_path):
     from ratio_spark.pipeline.jars import ensure_jars
+    from ratio_spark.pipeline.package_zip import write_package_zip
 
     root, _ = sample_sentences
-    archive = shutil.make_archive(str(tmp_path / "ratio_spark"), "zip", REPO_ROOT, "ratio_spark")
+    archive = str(write_package_zip(tmp_path / "ratio_spark.zip"))
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]", "--jars", ",".join(map(str, ensure_jars())),
            "--py-files", archive, str(REPO_ROOT / "jobs" / "lexicon_spans.py"),
            "--set", "spark.master=null", "--set", "spark.jars.mode=provided", "--set", f"tables.root={root}",

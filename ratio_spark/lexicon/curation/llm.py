@@ -6,7 +6,7 @@ the lexicon, and proposes new markers. Labelling: one model labels every candida
 as ``strong_true`` (signals the move in almost all contexts), ``weak_true`` (only in some) or
 ``false``; the lexicon build keeps only ``strong_true``.
 
-Prompts are versioned package data in ``ratio_spark/lexicons/prompts/`` (``generate_markers.v1.txt``,
+Prompts are versioned package data in the top-level ``lexicons/prompts/`` (``generate_markers.v1.txt``,
 ``label_marker.v1.txt``, with the move definitions in ``moves.v1.yaml``); every row records the
 prompt file it came from. All calls go through ``ratio_spark.llm.LLMClient``, so a rerun is served
 from the cache and costs nothing.

@@ -1,6 +1,6 @@
 """Pattern expansion (paper appendix A, Table 3): Hearst-style templates filled from term lists.
 
-Templates and term lists are package data under ``ratio_spark/lexicons/patterns/`` (``--patterns DIR`` for another set):
+Templates and term lists are package data in the top-level ``lexicons/patterns/`` (``--patterns DIR`` for another set):
 
     templates.tsv        id, move, template, note
     terms/<slot>.tsv     term, pos (verb | noun | adj | fixed), number (nouns: both | sg | pl),
