@@ -1,7 +1,8 @@
 import pytest
 import yaml
 
-from ratio_spark.core.config import ConfigError, load_config
+from ratio_spark.config import load_config
+from ratio_spark.core.config import ConfigError
 
 from conftest import REPO_ROOT
 

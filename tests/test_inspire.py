@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ratio_spark.core.config import load_config
+from ratio_spark.config import load_config
 from ratio_spark.inspire import agent
 from ratio_spark.inspire.build import build_instances, months_before
 from ratio_spark.inspire.instances import InstanceSet
@@ -99,7 +99,7 @@ def sample_build(tmp_path_factory):
     config = load_config(None, [f"tables.root={root / 'tables'}", f"inspire.root={root / 'instances'}",
                                 "inspire.targets.start=2017-06-01", "inspire.targets.end=2018-12-31",
                                 "inspire.search.budget=3", f"llm.cache_dir={root / 'llm'}"])
-    manifest = build_instances(config, log=lambda *_: None)
+    manifest = build_instances(config.inspire, config.tables.location, log=lambda *_: None)
     return config, manifest, frames, root
 
 
@@ -502,7 +502,7 @@ def test_llm_grader_and_llm_briefs_through_the_client_with_fallbacks_and_a_free_
     config.inspire.grading = config.inspire.grading.model_copy(update=dict(grader="llm", model="gemma-local", max_tokens=80))
     config.inspire.brief = config.inspire.brief.model_copy(update=dict(mode="llm", model="gemma-local", max_tokens=120))
     client = _local_client(llm_server, tmp_path)
-    manifest = build_instances(config, client, log=lambda *_: None)
+    manifest = build_instances(config.inspire, config.tables.location, client, log=lambda *_: None)
     counts = manifest["counts"]
     usage = client.usage()["gemma-local"]
     kept = counts.get("instances", 0) + counts.get("dropped_no_brief", 0)  # the targets that got a brief request
@@ -515,7 +515,7 @@ def test_llm_grader_and_llm_briefs_through_the_client_with_fallbacks_and_a_free_
                                   "brief": {"endpoint": "gemma-local", "model": "gemma-3-270m"}}
     # Every valid answer is cached: a rebuild asks only what failed before, and gives the same instances.
     again = _local_client(llm_server, tmp_path)
-    rebuilt = build_instances(config, again, log=lambda *_: None)
+    rebuilt = build_instances(config.inspire, config.tables.location, again, log=lambda *_: None)
     second = again.usage()["gemma-local"]
     failed = counts.get("llm_grades_failed_rule_used", 0) + counts.get("llm_briefs_failed_extractive_used", 0)
     assert second["cached"] >= second["requests"] - failed

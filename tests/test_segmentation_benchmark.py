@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from prerequisites import missing
-from ratio_spark.core.config import SegmentConfig
+from ratio_spark.pipeline.settings import SegmentConfig
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "segmentation_quality.py"
 _spec = importlib.util.spec_from_file_location("segmentation_quality", SCRIPT)

@@ -214,7 +214,7 @@ def test_agreement_command_on_the_example_labels_with_the_local_model(llm_server
     from importlib import resources
 
     from ratio_spark.cli.main import main
-    from ratio_spark.core.config import load_config
+    from ratio_spark.config import load_config
     from ratio_spark.silver.agreement import load_labels
 
     variants = ["ordered-v1", "directional-v1", "minimal-v1"]

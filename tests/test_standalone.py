@@ -24,7 +24,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from conftest import REPO_ROOT, sample_config
-from ratio_spark.core.config import Config
+from ratio_spark.config import Config
 from ratio_spark.pipeline.jars import ensure_jars
 from ratio_spark.pipeline.runner import run_stage
 from ratio_spark.pipeline.stages import PIPELINE

@@ -22,9 +22,10 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT, SAMPLE_TEI, _table_versions, sample_config
-from ratio_spark.core.config import Config, SplitRange, SplitsConfig, load_config
+from ratio_spark.config import Config, load_config
 from ratio_spark.core.schema import MOVES, SPLITS
 from ratio_spark.pipeline.runner import run_stage
+from ratio_spark.pipeline.settings import SplitRange, SplitsConfig
 from ratio_spark.pipeline.stages import PIPELINE
 from test_standalone import assert_same_tables, release_manifest, table_names, table_rows
 

@@ -1,6 +1,6 @@
 """The ``evaluation:`` section of the YAML configuration (``ratio-spark evaluate``), typed and validated.
 
-Kept apart from ``ratio_spark.core.config`` (which only adds one field for it) and free of heavy imports, so that
+Kept apart from ``ratio_spark.config`` (which only adds one field for it) and free of heavy imports, so that
 loading a configuration never imports torch or faiss.
 """
 

@@ -1,7 +1,7 @@
 """Typed settings for the LLM client: named endpoints and the on-disk cache.
 
 Pure pydantic on ``core.strict.StrictModel`` (a misspelt key fails at start-up) and no import of
-``ratio_spark.core.config``, so the config module can embed ``LLMSettings`` as its ``llm:`` section.
+``ratio_spark.config``, so the config module can embed ``LLMSettings`` as its ``llm:`` section.
 An API key is never part of the settings: only the *name* of the environment variable that holds it.
 """
 

@@ -1,6 +1,6 @@
 """The ``rerank:`` configuration section (LLM listwise reranking of a first-stage run, docs/rerank.md).
 
-Pure pydantic with no import of ``ratio_spark.core.config``, so the config module can embed it. The
+Pure pydantic with no import of ``ratio_spark.config``, so the config module can embed it. The
 defaults follow the Ratio paper (appendix C, "LLM reranking"): the top 100 candidates in one window,
 the 10 best returned, queries whose gold is outside the top 100 not sent.
 """

@@ -1,6 +1,6 @@
 """The ``silver:`` configuration section (the silver test set: sampling, the LLM judge, calibration).
 
-Pure pydantic with no import of ``ratio_spark.core.config``, so the config module can import it without a
+Pure pydantic with no import of ``ratio_spark.config``, so the config module can import it without a
 cycle. Every field has a default that follows the paper (§4.3, appendix E), so ``silver:`` may be omitted.
 """
 
