@@ -16,7 +16,7 @@ from ratio_spark.core.config import load_model
 from ratio_spark.evaluation.settings import EvaluationConfig
 from ratio_spark.humaneval.settings import HumanEvalConfig
 from ratio_spark.inspire.settings import InspireConfig
-from ratio_spark.llm.settings import LLMSettings
+from ratio_spark.llm.settings import LLMConfig
 from ratio_spark.pipeline.settings import PipelineConfig
 from ratio_spark.rerank.settings import RerankConfig
 from ratio_spark.silver.settings import SilverConfig
@@ -26,7 +26,7 @@ from ratio_spark.training.settings import TrainingConfig
 class Config(PipelineConfig):
     """The pipeline's sections (first, in the printed order) and the other packages' ones."""
 
-    llm: LLMSettings = Field(default_factory=LLMSettings)
+    llm: LLMConfig = Field(default_factory=LLMConfig)
     silver: SilverConfig = Field(default_factory=SilverConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
     training: TrainingConfig = Field(default_factory=TrainingConfig)

@@ -362,7 +362,7 @@ def test_chat_with_tools_sends_tools_returns_raw_calls_and_caches_them(tmp_path)
     """A mocked transport: the exact request body, and a 500 that must not be cached, need a scripted server."""
     import httpx
 
-    from ratio_spark.llm import LLMClient, LLMSettings, ModelEndpoint, ToolChatRequest
+    from ratio_spark.llm import LLMClient, LLMConfig, ModelEndpoint, ToolChatRequest
 
     bodies = []
     answers = [httpx.Response(500, json={"error": {"message": "boom"}}), httpx.Response(200, json={
@@ -378,7 +378,7 @@ def test_chat_with_tools_sends_tools_returns_raw_calls_and_caches_them(tmp_path)
 
     endpoint = ModelEndpoint(name="mock", model="m", base_url="http://mock.invalid/v1", api_key_env="UNSET_KEY_X",
                              max_retries=0, fold_system_prompt=True)
-    client = LLMClient(LLMSettings(models=[endpoint], cache_dir=str(tmp_path)),
+    client = LLMClient(LLMConfig(models=[endpoint], cache_dir=str(tmp_path)),
                        http_client=httpx.Client(transport=httpx.MockTransport(handler)))
     tools = [{"type": "function", "function": {"name": "search_papers", "parameters": {"type": "object"}}}]
     request = ToolChatRequest("t1", [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}], tools,
@@ -406,10 +406,10 @@ def small_service(sample_build):
 
 
 def _local_client(llm_server, tmp_path):
-    from ratio_spark.llm import LLMClient, LLMSettings
+    from ratio_spark.llm import LLMClient, LLMConfig
 
     endpoint = llm_server.endpoint("gemma-local").model_copy(update={"max_concurrency": 1})
-    return LLMClient(LLMSettings(models=[endpoint], cache_dir=str(tmp_path / "llm")))
+    return LLMClient(LLMConfig(models=[endpoint], cache_dir=str(tmp_path / "llm")))
 
 
 @pytest.mark.llm

@@ -45,9 +45,9 @@ def _local(llm_server, **update):
 
 
 def _client(endpoint, tmp_path, **kw):
-    from ratio_spark.llm import LLMClient, LLMSettings
+    from ratio_spark.llm import LLMClient, LLMConfig
 
-    return LLMClient(LLMSettings(models=[endpoint], cache_dir=str(tmp_path / "llm-cache")), **kw)
+    return LLMClient(LLMConfig(models=[endpoint], cache_dir=str(tmp_path / "llm-cache")), **kw)
 
 
 def _check_table(table: pd.DataFrame, config: SilverConfig, n: int) -> None:
