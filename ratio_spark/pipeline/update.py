@@ -224,7 +224,8 @@ def id_predicate(paper_ids: list[str], stage_column: str | None = None, stages: 
     return where
 
 
-def replace_papers_rows(spark: SparkSession, config: PipelineConfig, staging: PipelineConfig, paper_ids: list[str]) -> dict[str, str]:
+def replace_papers_rows(spark: SparkSession, config: PipelineConfig, staging: PipelineConfig,
+                        paper_ids: list[str]) -> dict[str, str]:
     """``sentences`` and segment's ``drops``: the staged rows replace those of the papers, one commit each,
     reconciled against the counts before."""
     balances = {}
