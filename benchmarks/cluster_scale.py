@@ -116,7 +116,7 @@ def child(args: argparse.Namespace) -> None:
     """One scale on one master, in this process: run every stage over the replicas, print a JSON line."""
     from scale_replicas import replica_config
 
-    from ratio_spark.core.config import load_config
+    from ratio_spark.config import load_config
     from ratio_spark.pipeline.runner import run_stage
     from ratio_spark.pipeline.session import build_spark_session
     from ratio_spark.pipeline.standalone import free_port
@@ -304,7 +304,7 @@ def main() -> None:
         return child(args)
     from scale_replicas import replica_config
 
-    from ratio_spark.core.config import load_config
+    from ratio_spark.config import load_config
 
     out = Path(args.out)
     if args.report:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from pyspark.sql import functions as F
 
-from ratio_spark.core.config import load_config
+from ratio_spark.config import load_config
 from ratio_spark.pipeline.ingest import ingest
 from ratio_spark.pipeline.segment import explode_paragraphs, segment_papers, split_sentences
 from ratio_spark.pipeline.session import build_spark_session

@@ -185,7 +185,7 @@ def gate_audit(url: str, folder: Path, queries_per_instance: int, max_limit: int
 def build_sample(root: Path) -> Path:
     """The sample's instances (as tests/inspire/test_inspire.py builds them) under ``root``; returns the version
     folder."""
-    from ratio_spark.core.config import load_config
+    from ratio_spark.config import load_config
     from ratio_spark.inspire.build import build_instances
 
     folder = root / "instances" / "v1"
@@ -198,7 +198,7 @@ def build_sample(root: Path) -> Path:
     config = load_config(None, [f"tables.root={root / 'tables'}", f"inspire.root={root / 'instances'}",
                                 "inspire.targets.start=2017-06-01", "inspire.targets.end=2018-12-31",
                                 f"llm.cache_dir={root / 'llm'}"])
-    build_instances(config, log=lambda *_: None)
+    build_instances(config.inspire, config.tables.location, log=lambda *_: None)
     return folder
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ratio_spark.core.config import load_config
+from ratio_spark.config import load_config
 from ratio_spark.lexicon.curation.extensions import Prefix, sample_extensions
 from ratio_spark.pipeline.segment import SENTENCE_COLUMNS, add_normalisation
 from ratio_spark.pipeline.session import build_spark_session

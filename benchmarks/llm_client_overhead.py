@@ -21,7 +21,7 @@ import time
 
 import httpx
 
-from ratio_spark.llm import ChatRequest, LLMClient, LLMSettings, ModelEndpoint
+from ratio_spark.llm import ChatRequest, LLMClient, LLMConfig, ModelEndpoint
 
 SCHEMA = {"type": "object", "properties": {"label": {"type": "string", "enum": ["yes", "no"]},
                                            "reason": {"type": "string", "maxLength": 60}},
@@ -42,13 +42,13 @@ def client_overhead(n: int) -> list[tuple[str, str]]:
     with tempfile.TemporaryDirectory() as tmp:
         endpoint = ModelEndpoint(name="instant", model="m", base_url="http://instant.invalid/v1", max_concurrency=8)
         http = httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, json=ANSWER)))
-        client = LLMClient(LLMSettings(models=[endpoint], cache_dir=tmp), http_client=http)
+        client = LLMClient(LLMConfig(models=[endpoint], cache_dir=tmp), http_client=http)
         batch = requests(n, "overhead")
         start = time.perf_counter()
         fresh = client.complete_json(batch, "instant")
         cold = time.perf_counter() - start
         start = time.perf_counter()
-        cached = LLMClient(LLMSettings(models=[endpoint], cache_dir=tmp)).complete_json(batch, "instant")
+        cached = LLMClient(LLMConfig(models=[endpoint], cache_dir=tmp)).complete_json(batch, "instant")
         warm = time.perf_counter() - start
         assert all(r.data for r in fresh) and all(r.cached for r in cached)
         return [(f"{n} requests, instant in-process transport, concurrency 8", f"{cold:.2f} s ({n / cold:,.0f} req/s)"),
@@ -62,7 +62,7 @@ def local_latency(k: int) -> list[tuple[str, str]]:
     with LocalLlamaServer() as server, tempfile.TemporaryDirectory() as tmp:
         for concurrency in (1, 2):
             endpoint = server.endpoint().model_copy(update={"max_concurrency": concurrency})
-            client = LLMClient(LLMSettings(models=[endpoint], cache_dir=tmp))
+            client = LLMClient(LLMConfig(models=[endpoint], cache_dir=tmp))
             batch = requests(k, f"local-c{concurrency}-")
             start = time.perf_counter()
             failed = [r.error for r in client.complete_json(batch, endpoint.name) if r.error]

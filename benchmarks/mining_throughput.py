@@ -23,9 +23,10 @@ from pathlib import Path
 
 from pyspark.sql import functions as F
 
-from ratio_spark.core.config import MiningConfig, load_config
+from ratio_spark.config import load_config
 from ratio_spark.lexicon.loader import load_lexicon
 from ratio_spark.lexicon.matcher import cut_patterns
+from ratio_spark.pipeline.settings import MiningConfig
 from ratio_spark.pipeline.mine import (
     CUT_COLUMNS, cut_pairs, java_citation_patterns, match_markers, pair_cutter, pairs_for_mining, prefilter,
 )

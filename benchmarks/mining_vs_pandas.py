@@ -115,10 +115,10 @@ class PythonRules:
     def __init__(self, lexicon: str):
         import re
 
-        from ratio_spark.core.config import MiningConfig
         from ratio_spark.lexicon.loader import load_lexicon
         from ratio_spark.lexicon.matcher import cut_patterns
         from ratio_spark.pipeline.mine import citation_patterns, pair_cutter  # the one configuration -> rules mapping
+        from ratio_spark.pipeline.settings import MiningConfig
 
         config = MiningConfig(lexicon=lexicon)
         lexicon_ = load_lexicon(lexicon)
@@ -297,7 +297,7 @@ def floor(sentences: str, conf: str, settings: list[str], out: Path) -> int:
     """What every ``ratio-spark`` Spark command does before and after its own work, and nothing else: start the
     session the configuration describes (with the jars ``mine`` needs: Delta Lake only), read the sentences table, count its rows and
     write that count as a one-row Delta table. No Spark command can take less time than this one."""
-    from ratio_spark.core.config import load_config
+    from ratio_spark.config import load_config
     from ratio_spark.pipeline.session import build_spark_session
 
     spark = build_spark_session(load_config(conf, settings).spark)

@@ -65,9 +65,9 @@ _ACL_ID = re.compile(r"(?<![A-Za-z0-9.])(?:[A-Z]\d{2}-\d{4}|(?:19|20)\d\d\.[a-z0
 def protected_words(lexicons: tuple[str, ...] = ("v1", "v2")) -> frozenset[str]:
     """Lowercase words a replica keeps: those of the lexicons' markers and ordinals, the segmenter's
     abbreviations, "et al", and the words the de-hyphenation rule leaves hyphens before."""
-    from ratio_spark.core.config import SegmentConfig
     from ratio_spark.core.text import DEHYPHENATE_PATTERN
     from ratio_spark.lexicon.loader import load_lexicon
+    from ratio_spark.pipeline.settings import SegmentConfig
 
     words: set[str] = {"et", "al"}
     for name in lexicons:
@@ -297,7 +297,7 @@ def _replica_text(replica: int) -> ReplicaText:
 
 @lru_cache(maxsize=1)
 def _settings(conf: str) -> tuple:
-    from ratio_spark.core.config import load_config
+    from ratio_spark.config import load_config
 
     config = load_config(conf)
     source = config.inputs[0]
@@ -326,9 +326,9 @@ def replica_folder(out: Path, replica: int) -> Path:
 
 
 def replica_config(config, out: Path, scale: int):
-    """``config`` (a ``core.config.Config``) reading replicas 0..``scale``-1 of ``out``: replica 0 as ``config``'s
+    """``config`` (a ``ratio_spark.config.Config``) reading replicas 0..``scale``-1 of ``out``: replica 0 as ``config``'s
     first input reads the corpus, each other one from its header date (``date_rules: [source]``)."""
-    from ratio_spark.core.config import InputConfig
+    from ratio_spark.pipeline.settings import InputConfig
 
     source = config.inputs[0]
     inputs = [source.model_copy(update={"path": str(replica_folder(out, 0))})]

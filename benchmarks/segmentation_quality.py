@@ -43,7 +43,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from ratio_spark.core.config import SegmentConfig
+from ratio_spark.pipeline.settings import SegmentConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_ARCHIVE = REPO_ROOT.parent / "shared" / "corpora" / "scisummnet-2019-sentences-xml.tar.gz"
@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.variants and "ENGINES" in args.variants:
         args.variants = list(dict.fromkeys(v for name in args.variants for v in (ENGINES if name == "ENGINES" else [name])))
 
-    from ratio_spark.core.config import load_config
+    from ratio_spark.config import load_config
     from ratio_spark.pipeline.session import build_spark_session
 
     paper_ids, sections = read_sections(args.archive, args.limit, args.half)

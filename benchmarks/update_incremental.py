@@ -32,7 +32,7 @@ HELD_OUT_YEAR, HELD_OUT = 2018, 84
 
 
 def config_for(tables: Path):
-    from ratio_spark.core.config import load_config
+    from ratio_spark.config import load_config
 
     return load_config(REPO / "conf" / "acl.yaml", [f"tables.root={tables}", f"release.root={tables.parent / 'release'}"])
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from prerequisites import missing
-from ratio_spark.core.config import Config, load_config
+from ratio_spark.config import Config, load_config
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

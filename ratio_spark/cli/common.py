@@ -76,9 +76,9 @@ def llm_client(settings, model: str, local_server: bool = False, local_port: int
     """An LLMClient for the ``llm:`` section (``settings``), plus the bundled local server when asked for.
     Yields (client, endpoint name); the server stops when the block ends, even on SIGTERM."""
     from ratio_spark.core.config import ConfigError
-    from ratio_spark.llm import LLMClient, LLMSettings
+    from ratio_spark.llm import LLMClient, LLMConfig
 
-    settings = settings or LLMSettings()
+    settings = settings or LLMConfig()
     if local_server:
         import signal
 

@@ -80,7 +80,8 @@ def _log(line: str) -> None:
 
 def run(args) -> int:
     from ratio_spark.cli.common import print_summary, with_flags, write_summary
-    from ratio_spark.core.config import ConfigError, load_config
+    from ratio_spark.config import load_config
+    from ratio_spark.core.config import ConfigError
 
     config = with_flags(load_config(args.conf, args.overrides), _flags(args))
     settings = config.evaluation

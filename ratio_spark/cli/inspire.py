@@ -97,7 +97,7 @@ def _cmd_build(config, args) -> int:
     context = llm_client(config.llm, next(iter(models)), args.local_server, args.local_port) if models \
         else contextlib.nullcontext((None, None))
     with context as (client, _):
-        manifest = build_instances(config, client)
+        manifest = build_instances(ic, config.tables.location, client)
         if client is not None:
             print("\nLLM client usage:\n" + client.usage_report())
     summary = {"stage": "inspire build", "instances": len(manifest["splits"]["eval"]),
@@ -204,6 +204,6 @@ COMMANDS = {"build": _cmd_build, "serve": _cmd_serve, "run": _cmd_run, "score": 
 
 
 def run(args: argparse.Namespace) -> int:
-    from ratio_spark.core.config import load_config
+    from ratio_spark.config import load_config
 
     return COMMANDS[args.inspire_command](load_config(args.conf, args.overrides), args)

@@ -44,7 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ratio_spark.core.config import ConfigError, load_config
+    from ratio_spark.config import load_config
+    from ratio_spark.core.config import ConfigError
     from ratio_spark.llm import LLMClient
 
     config = load_config(args.conf, args.overrides)

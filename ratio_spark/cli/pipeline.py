@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ratio_spark.cli.common import add_config_args, print_summary, write_summary
-from ratio_spark.core.config import Config, load_config
+from ratio_spark.config import Config, load_config
 from ratio_spark.core.errors import USAGE_EXIT
 from ratio_spark.pipeline.stages import PIPELINE, STAGES  # declarations only: no pyspark for --help
 

@@ -16,8 +16,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ratio_spark.config import Config
 from ratio_spark.core import paths
-from ratio_spark.core.config import Config
 from ratio_spark.core.errors import UserError
 from ratio_spark.pipeline.stages import STAGES, run_first
 

@@ -119,7 +119,8 @@ def _runs(args) -> tuple[list[tuple[str, str, Path]], dict]:
 
 def run(args) -> int:
     from ratio_spark.cli.common import print_summary, with_flags, write_summary
-    from ratio_spark.core.config import ConfigError, load_config
+    from ratio_spark.config import load_config
+    from ratio_spark.core.config import ConfigError
 
     config = load_config(args.conf, args.overrides)
     if bool(args.from_results) == bool(args.run):

@@ -66,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _load(args):
-    from ratio_spark.core.config import load_config
+    from ratio_spark.config import load_config
 
     return load_config(args.conf, args.overrides)
 

@@ -68,7 +68,7 @@ def _flags(args) -> dict:
 
 def run(args) -> int:
     from ratio_spark.cli.common import with_flags
-    from ratio_spark.core.config import load_config
+    from ratio_spark.config import load_config
 
     config = with_flags(load_config(args.conf, args.overrides), _flags(args))
     settings = config.training

@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ratio_spark.cli.preflight import require, update_checks
-    from ratio_spark.core.config import load_config
+    from ratio_spark.config import load_config
     from ratio_spark.pipeline.jars import components
     from ratio_spark.pipeline.session import build_spark_session
     from ratio_spark.pipeline.update import INCREMENTAL, REBUILT, check_no_update_running, update

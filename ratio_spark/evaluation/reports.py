@@ -36,7 +36,7 @@ from ratio_spark.evaluation.funnel import funnel_table, plot_funnel
 from ratio_spark.evaluation.runner import MOVE_ORDER, EvaluationResult
 from ratio_spark.evaluation.runs import run_folder_name
 from ratio_spark.evaluation.metrics import metric_names
-from ratio_spark.evaluation.significance import PairedComparison, SignificanceSettings, compare_systems
+from ratio_spark.evaluation.significance import PairedComparison, SignificanceConfig, compare_systems
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -298,7 +298,7 @@ def plot_mrr(result: EvaluationResult, path: Path) -> None:
 INTERVAL_METRICS = ("M@10", "R@10", "R@100", "nDCG@10")
 
 
-def intervals_markdown(result: EvaluationResult, comparison: PairedComparison, settings: SignificanceSettings) -> str:
+def intervals_markdown(result: EvaluationResult, comparison: PairedComparison, settings: SignificanceConfig) -> str:
     labels = result.labels()
     lines = [f"# Confidence intervals: {result.split} split, {result.query_set} queries", "",
              f"Mean over queries (%) and its {settings.confidence:.0%} paired-bootstrap percentile interval "
@@ -320,7 +320,7 @@ def intervals_markdown(result: EvaluationResult, comparison: PairedComparison, s
     return "\n".join(lines)
 
 
-def significance_markdown(result: EvaluationResult, comparison: PairedComparison, settings: SignificanceSettings,
+def significance_markdown(result: EvaluationResult, comparison: PairedComparison, settings: SignificanceConfig,
                           metrics: tuple[str, ...] = ("M@10", "nDCG@10")) -> str:
     labels = result.labels()
     lines = [f"# Paired comparisons: {result.split} split, {result.query_set} queries", "",
@@ -389,12 +389,12 @@ def write_runs(result: EvaluationResult, folder: Path) -> int:
 
 
 def write_results(result: EvaluationResult, folder: str | Path, extra_summary: dict | None = None,
-                  significance: SignificanceSettings | None = None) -> dict[str, str]:
+                  significance: SignificanceConfig | None = None) -> dict[str, str]:
     """Write every table, plot and run; returns {what: path}."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     written: dict[str, str] = {}
-    significance = significance or SignificanceSettings()
+    significance = significance or SignificanceConfig()
 
     def put(name: str, text: str) -> None:
         (folder / name).write_text(text if text.endswith("\n") else text + "\n")

@@ -1,6 +1,6 @@
 """The ``evaluation:`` section of the YAML configuration (``ratio-spark evaluate``), typed and validated.
 
-Kept apart from ``ratio_spark.core.config`` (which only adds one field for it) and free of heavy imports, so that
+Kept apart from ``ratio_spark.config`` (which only adds one field for it) and free of heavy imports, so that
 loading a configuration never imports torch or faiss.
 """
 
@@ -17,13 +17,13 @@ from ratio_spark.evaluation.retrieval.registry import parse_retriever_spec
 AnalysisName = Literal["oracle", "overlap", "recall"]
 
 
-class BM25Settings(StrictModel):
+class BM25Config(StrictModel):
     k1: float = 1.5
     b: float = 0.75
     method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
 
 
-class IndexSettings(StrictModel):
+class IndexConfig(StrictModel):
     """faiss index: ``flat`` is exact inner product; ``ivf`` / ``hnsw`` are approximate (recall vs exact reported)."""
 
     kind: Literal["flat", "ivf", "hnsw"] = "flat"
@@ -34,13 +34,13 @@ class IndexSettings(StrictModel):
     ef_search: int = Field(default=128, ge=8)
 
 
-class DenseSettings(StrictModel):
+class DenseConfig(StrictModel):
     prefix: PrefixMode = "generic"  # when a spec names none
     batch_size: int = Field(default=64, ge=1)
     device: str | None = None  # None: cuda when torch sees a GPU, else cpu
     max_seq_length: int | None = Field(default=None, ge=8)
     instruction_template: str = "Instruct: {instruction}\nQuery: "
-    index: IndexSettings = Field(default_factory=IndexSettings)
+    index: IndexConfig = Field(default_factory=IndexConfig)
 
     @field_validator("instruction_template")
     @classmethod
@@ -50,7 +50,7 @@ class DenseSettings(StrictModel):
         return value
 
 
-class SignificanceSettings(StrictModel):
+class SignificanceConfig(StrictModel):
     """The ``evaluation.significance`` section: how intervals and p-values are computed."""
 
     bootstrap_samples: int = Field(default=2000, ge=1000)  # Koehn (2004) used 1,000
@@ -79,9 +79,9 @@ class EvaluationConfig(StrictModel):
     cache_dir: str | None = None  # embeddings; default ~/.cache/ratio-spark/embeddings
     cache: bool = True
     models: dict[str, str] = Field(default_factory=dict)  # extra aliases: name -> folder or model name
-    bm25: BM25Settings = Field(default_factory=BM25Settings)
-    dense: DenseSettings = Field(default_factory=DenseSettings)
-    significance: SignificanceSettings = Field(default_factory=SignificanceSettings)
+    bm25: BM25Config = Field(default_factory=BM25Config)
+    dense: DenseConfig = Field(default_factory=DenseConfig)
+    significance: SignificanceConfig = Field(default_factory=SignificanceConfig)
     # A seeded sample of `sample_per_move` queries per move (sha256 of seed and query id; the same on any
     # machine), scored by every system: paired comparisons on a subset when a system (an LLM reranker)
     # is too slow for the whole split. None: every query.

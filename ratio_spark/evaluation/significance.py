@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ratio_spark.evaluation.settings import SignificanceSettings
+from ratio_spark.evaluation.settings import SignificanceConfig
 
 # Resampling in chunks bounds memory (a chunk is chunk x queries integers) on splits of many queries.
 _CHUNK = 500
@@ -119,7 +119,7 @@ PAIR_COLUMNS = ["move", "metric", "system_a", "system_b", "queries", "mean_a", "
                 "ci_high", "p_value", "significant"]
 
 
-def compare_systems(per_query: pd.DataFrame, metrics: list[str], settings: SignificanceSettings,
+def compare_systems(per_query: pd.DataFrame, metrics: list[str], settings: SignificanceConfig,
                     stratum_column: str = "move", unit_column: str = "query_id") -> PairedComparison:
     """Intervals for every (stratum, system, metric) and paired tests for every pair of systems.
 

@@ -1,6 +1,6 @@
 """The ``humaneval:`` configuration section (the human evaluation of two retrievers, paper §5.3, appendix G).
 
-Pure pydantic, no import of ``ratio_spark.core.config`` (which adds one field for it). Every field has a
+Pure pydantic, no import of ``ratio_spark.config`` (which adds one field for it). Every field has a
 default that follows the paper, so ``humaneval:`` may be omitted; the ``ratio-spark humaneval`` flags
 override it.
 """

@@ -23,16 +23,16 @@ import shutil
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ratio_spark.core.config import Config
 from ratio_spark.inspire import briefs, grading
 from ratio_spark.evaluation.tables import table_version
 from ratio_spark.inspire.data import Paper, papers_from_rows, read_rows
 from ratio_spark.inspire.manifest import code_commit, now_utc, sha256_bytes, sha256_file, sha256_json, write_json
+from ratio_spark.inspire.settings import InspireConfig
 
 REFERENCE_COLUMNS = ["paper_id", "entry_idx", "entry_id", "resolved_paper_id", "resolved_pub_date",
                      "resolution_status", "mention_count", "mention_sections", "mention_sentence_ids"]
@@ -171,12 +171,11 @@ def instance_document(plan: TargetPlan, iid: str, papers: dict[str, Paper], ic) 
     }
 
 
-def build_instances(config: Config, client=None, *, log=print) -> dict[str, Any]:
-    """Write a versioned instance folder; return the manifest. ``client``: an LLMClient, needed only
-    when grading or briefs use an LLM."""
-    ic = config.inspire
+def build_instances(ic: InspireConfig, location: Callable[[str], str], client=None, *, log=print) -> dict[str, Any]:
+    """Write a versioned instance folder; return the manifest. ``location``: a table's path by name
+    (``config.tables.location``); ``client``: an LLMClient, needed only when grading or briefs use an LLM."""
     counts: Counter = Counter()
-    locations = {name: config.tables.location(name) for name in ("papers", "references", "sentences")}
+    locations = {name: location(name) for name in ("papers", "references", "sentences")}
     log(f"inspire build: reading papers from {locations['papers']}")
     papers = papers_from_rows(read_rows(locations["papers"], "papers", ["paper_id", "title", "pub_date", "sections"]),
                               ic.search.max_body_chars if "body" in ic.search.fields else 0)

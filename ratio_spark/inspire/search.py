@@ -87,9 +87,9 @@ def make_backend(spec: str, corpus: SearchCorpus, fields: list[str], dense_prefi
     --retrievers``: bm25-1 or bm25, dense:<model>[:<prefix>], ...) over the corpus's ``fields``;
     ``dense_prefix`` when a dense spec names no prefix mode."""
     from ratio_spark.evaluation.retrieval.registry import build_retriever
-    from ratio_spark.evaluation.settings import DenseSettings, EvaluationConfig
+    from ratio_spark.evaluation.settings import DenseConfig, EvaluationConfig
 
-    retriever = build_retriever(spec, EvaluationConfig(progress=False, dense=DenseSettings(prefix=dense_prefix)))
+    retriever = build_retriever(spec, EvaluationConfig(progress=False, dense=DenseConfig(prefix=dense_prefix)))
     retriever.index(corpus.pool(fields))
     return RetrieverBackend(retriever)
 

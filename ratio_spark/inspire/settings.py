@@ -1,6 +1,6 @@
 """The ``inspire:`` configuration section (``ratio-spark inspire``; docs/inspire.md), typed and validated.
 
-Pure pydantic, no import of ``ratio_spark.core.config`` (which embeds it as one field) and nothing heavy.
+Pure pydantic, no import of ``ratio_spark.config`` (which embeds it as one field) and nothing heavy.
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ from ratio_spark.llm.requests import (
     parse_answer,
     reask_message,
 )
-from ratio_spark.llm.settings import LLMSettings, ModelEndpoint
+from ratio_spark.llm.settings import LLMConfig, ModelEndpoint
 
 # ---------------------------------------------------------------------------------------------- client
 
@@ -55,7 +55,7 @@ class LLMClient:
 
     def __init__(
         self,
-        settings: LLMSettings,
+        settings: LLMConfig,
         *,
         http_client=None,  # an httpx.Client for every endpoint (tests pass one with a MockTransport)
         sleep: Callable[[float], None] = time.sleep,

@@ -7,7 +7,7 @@ runs a 250 MB GGUF on two CPU cores at about one answer per second. The model co
 proves the plumbing, not the quality of judgments.
 
     with LocalLlamaServer() as server:
-        client = LLMClient(LLMSettings(models=[server.endpoint()]))
+        client = LLMClient(LLMConfig(models=[server.endpoint()]))
 """
 
 from __future__ import annotations

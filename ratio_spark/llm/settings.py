@@ -1,7 +1,7 @@
 """Typed settings for the LLM client: named endpoints and the on-disk cache.
 
 Pure pydantic on ``core.strict.StrictModel`` (a misspelt key fails at start-up) and no import of
-``ratio_spark.core.config``, so the config module can embed ``LLMSettings`` as its ``llm:`` section.
+``ratio_spark.config``, so the config module can embed ``LLMConfig`` as its ``llm:`` section.
 An API key is never part of the settings: only the *name* of the environment variable that holds it.
 """
 
@@ -78,14 +78,14 @@ class ModelEndpoint(StrictModel):
         return value
 
 
-class LLMSettings(StrictModel):
+class LLMConfig(StrictModel):
     """The ``llm:`` section of the configuration: every endpoint the project may call, and the cache."""
 
     models: list[ModelEndpoint] = Field(default_factory=list)
     cache_dir: str = Field(default_factory=lambda: str(paths.cache_dir("llm")))
 
     @model_validator(mode="after")
-    def _unique_names(self) -> "LLMSettings":
+    def _unique_names(self) -> "LLMConfig":
         names = [m.name for m in self.models]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -93,7 +93,7 @@ class LLMSettings(StrictModel):
         return self
 
 
-class LLMTransportSettings(StrictModel):
+class LLMTransportConfig(StrictModel):
     """How a command's requests reach its endpoint, the same block in every section that judges or reranks with an
     LLM (``silver:``, ``rerank:``; ``LLMClient.choose_transport`` and ``LLMClient.send`` read it).
 

@@ -29,9 +29,9 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from ratio_spark.core.config import CitationsConfig
 from ratio_spark.core.errors import ReconciliationError
 from ratio_spark.core.schema import TABLES
+from ratio_spark.pipeline.settings import CitationsConfig
 
 ID_KINDS = ("acl_id", "s2_id", "doi", "arxiv_id")  # order of trust when an entry's ids disagree
 # Where a mention ends up; every mention gets exactly one (the summary reconciles them).

@@ -22,7 +22,7 @@ from ratio_spark.core import paths
 from ratio_spark.core.errors import UserError
 
 if TYPE_CHECKING:
-    from ratio_spark.core.config import Config
+    from ratio_spark.pipeline.settings import PipelineConfig
 
 DEFAULT_PROFILE = "spark35"
 COMPONENTS = ("delta", "sparknlp")
@@ -33,7 +33,7 @@ _COMPLETE_MARKER = ".complete"
 POM = resources.files("ratio_spark.pipeline") / "maven" / "pom.xml"  # a real file only as_file() guarantees
 
 
-def components(config: Config, stages: Iterable[str] = ("segment",)) -> tuple[str, ...]:
+def components(config: PipelineConfig, stages: Iterable[str] = ("segment",)) -> tuple[str, ...]:
     """The jar components a command that runs ``stages`` needs: Delta Lake always, Spark NLP only for the segment
     stage with ``segment.engine: sparknlp``."""
     if config.segment.engine == "sparknlp" and "segment" in stages:

@@ -26,10 +26,10 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ratio_spark.core.config import SplitsConfig
 from ratio_spark.core.errors import RunFailure
 from ratio_spark.core.schema import SPLITS
 from ratio_spark.pipeline.pools import text_key
+from ratio_spark.pipeline.settings import SplitsConfig
 
 MAX_EXAMPLES = 5
 CHECKS = (

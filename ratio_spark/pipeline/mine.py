@@ -23,7 +23,7 @@ from ratio_spark.pipeline.pairs import consecutive_pairs
 from ratio_spark.pipeline.tables import drop_rows
 
 if TYPE_CHECKING:  # the Python workers import this module for the Arrow batches: keep pydantic out of it
-    from ratio_spark.core.config import MiningConfig
+    from ratio_spark.pipeline.settings import MiningConfig
 
 # ---------------------------------------------------------------------------------------------
 # Pairs and matching

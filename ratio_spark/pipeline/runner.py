@@ -30,9 +30,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from ratio_spark.core.config import Config
 from ratio_spark.core.errors import ContractError, MissingTableError
 from ratio_spark.core.schema import REASONS, TABLES, Table
+from ratio_spark.pipeline.settings import PipelineConfig
 from ratio_spark.pipeline.stage import Stage
 from ratio_spark.pipeline.stages import STAGES, run_first
 from ratio_spark.pipeline.tables import table_location, write_table
@@ -141,7 +141,7 @@ def _load_delta(spark: SparkSession, location: str) -> DataFrame | None:
         return None
 
 
-def check_inputs(spark: SparkSession, config: Config, stage: Stage) -> dict[str, DataFrame]:
+def check_inputs(spark: SparkSession, config: PipelineConfig, stage: Stage) -> dict[str, DataFrame]:
     """Each declared input, projected on the columns the stage reads; one clear line when it cannot be."""
     frames = {}
     for name, columns in stage.reads.items():
@@ -166,7 +166,7 @@ class StageIO:
     """What a stage may touch: its inputs, its outputs, its drops, its settings and file inputs, the configuration
     and the session."""
 
-    def __init__(self, spark: SparkSession, config: Config, stage: Stage, inputs: dict[str, DataFrame]):
+    def __init__(self, spark: SparkSession, config: PipelineConfig, stage: Stage, inputs: dict[str, DataFrame]):
         self.spark, self.config, self.stage = spark, config, stage
         self.settings = stage.setting(config, stage.settings) if stage.settings else None  # its section
         self._inputs = inputs
@@ -275,7 +275,7 @@ class StageIO:
         return dict(sorted(out.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def write_stats_drops(spark: SparkSession, config: Config, stage: str, dropped: dict[str, int]) -> str:
+def write_stats_drops(spark: SparkSession, config: PipelineConfig, stage: str, dropped: dict[str, int]) -> str:
     """Replace ``stage``'s rows of ``stats_drops`` with its counts by reason; returns the table's location."""
     rows = [(stage, reason, REASONS[reason].item, n) for reason, n in dropped.items()]
     location = table_location(config, "stats_drops")
@@ -284,7 +284,7 @@ def write_stats_drops(spark: SparkSession, config: Config, stage: str, dropped: 
     return location
 
 
-def run_stage(spark: SparkSession, config: Config, stage: str | Stage, **options: Any) -> dict[str, Any]:
+def run_stage(spark: SparkSession, config: PipelineConfig, stage: str | Stage, **options: Any) -> dict[str, Any]:
     """Check the inputs, run the stage, check that it wrote every declared output and reconcile its balances;
     returns its summary. ``options`` go to ``process`` (an update's: which papers to mine, which splits to build).
 

@@ -23,11 +23,11 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ratio_spark.core.config import SegmentConfig
 from ratio_spark.core.errors import UserError
 from ratio_spark.core.schema import TABLES, Reason
 from ratio_spark.core.text import trie_alternation
 from ratio_spark.pipeline.normalize import letter_counts, normalize_array, normalize_column
+from ratio_spark.pipeline.settings import SegmentConfig
 from ratio_spark.pipeline.tables import drop_rows
 
 MASK = "\ue000"  # sparknlp engine: stands in for a period that does not end a sentence; never survives to the output

@@ -7,9 +7,9 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from ratio_spark.core.config import SparkConfig
 from ratio_spark.core.errors import UserError
 from ratio_spark.pipeline.jars import COMPONENTS, ensure_jars
+from ratio_spark.pipeline.settings import SparkConfig
 
 _DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",

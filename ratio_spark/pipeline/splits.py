@@ -15,8 +15,8 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from ratio_spark.core.config import SplitsConfig
 from ratio_spark.core.schema import SPLITS, Reason
+from ratio_spark.pipeline.settings import SplitsConfig
 from ratio_spark.pipeline.tables import drop_rows
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ratio_spark.core.config import Config
 from ratio_spark.core.errors import MissingTableError
+from ratio_spark.pipeline.settings import PipelineConfig
 
 
-def table_location(config: Config, name: str) -> str:
+def table_location(config: PipelineConfig, name: str) -> str:
     return config.tables.location(name)
 
 
@@ -33,7 +33,7 @@ def in_predicate(column: str, values: list[str] | tuple[str, ...]) -> str:
     return f"{column} IN (" + ", ".join("'" + v.replace("'", "''") + "'" for v in values) + ")"
 
 
-def read_table(spark: SparkSession, config: Config, name: str) -> DataFrame:
+def read_table(spark: SparkSession, config: PipelineConfig, name: str) -> DataFrame:
     location = table_location(config, name)
     try:
         return spark.read.format("delta").load(location)

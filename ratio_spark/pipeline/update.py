@@ -56,9 +56,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ratio_spark.core.config import Config
 from ratio_spark.core.errors import MissingTableError, RunFailure, UserError
 from ratio_spark.core.schema import MOVES, SPLITS, TABLES
+from ratio_spark.pipeline.settings import PipelineConfig
 from ratio_spark.pipeline.stage import reconcile
 from ratio_spark.pipeline.runner import log, run_stage, write_stats_drops
 from ratio_spark.pipeline.tables import in_predicate, read_table, table_location, write_table
@@ -79,13 +79,13 @@ class UpdateConflict(RunFailure):
     nothing of this run went wrong but its timing; run it again when the other one has finished."""
 
 
-def _lock_path(config: Config) -> str | None:
+def _lock_path(config: PipelineConfig) -> str | None:
     root = config.tables.root
     return None if "://" in root or root.startswith("dbfs:") else os.path.join(root, "_update.lock")
 
 
 @contextlib.contextmanager
-def update_lock(config: Config):
+def update_lock(config: PipelineConfig):
     """Hold the tables' update lock (see the module's docstring); ``UpdateConflict`` when another update has it."""
     import fcntl
 
@@ -115,7 +115,7 @@ def update_lock(config: Config):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def check_no_update_running(config: Config) -> None:
+def check_no_update_running(config: PipelineConfig) -> None:
     """The lock probed before the JVM starts, so a second update stops in a moment (``update`` takes it)."""
     with update_lock(config):
         pass
@@ -134,7 +134,7 @@ def content_hash() -> F.Column:
     return F.sha2(F.to_json(F.struct(*CONTENT_COLUMNS)), 256)
 
 
-def staging_config(config: Config, inputs: str) -> Config:
+def staging_config(config: PipelineConfig, inputs: str) -> PipelineConfig:
     """The same settings, tables in ``<root>/_update``, the first input's reader on the new folder."""
     if not config.inputs:
         raise UpdateError("update needs an input in the configuration (inputs:) to read the new papers with")
@@ -143,26 +143,26 @@ def staging_config(config: Config, inputs: str) -> Config:
     return config.model_copy(update={"tables": tables, "inputs": [new_input]})
 
 
-def delta_table(spark: SparkSession, config: Config, name: str):
+def delta_table(spark: SparkSession, config: PipelineConfig, name: str):
     from delta.tables import DeltaTable
 
     return DeltaTable.forPath(spark, table_location(config, name))
 
 
-def table_version(spark: SparkSession, config: Config, name: str) -> int | None:
+def table_version(spark: SparkSession, config: PipelineConfig, name: str) -> int | None:
     try:
         return delta_table(spark, config, name).history(1).first()["version"]
     except Exception:  # not a Delta table (yet)
         return None
 
 
-def benchmark_tables(spark: SparkSession, config: Config) -> dict[str, int]:
+def benchmark_tables(spark: SparkSession, config: PipelineConfig) -> dict[str, int]:
     """Every declared table present under the configuration, with its current Delta version."""
     versions = {name: table_version(spark, config, name) for name in TABLES if name != "releases"}
     return {name: v for name, v in versions.items() if v is not None}
 
 
-def check_tables_are_current(spark: SparkSession, config: Config) -> None:
+def check_tables_are_current(spark: SparkSession, config: PipelineConfig) -> None:
     """Tables written by older code (a column added since) cannot take this code's rows: say so before anything
     is staged or written, not after the new papers were ingested. Each table is opened once (its schema); a
     table not written yet is skipped."""
@@ -176,7 +176,7 @@ def check_tables_are_current(spark: SparkSession, config: Config) -> None:
                               f"column(s) {missing}): rebuild the benchmark with `ratio-spark run`, then update it")
 
 
-def read_release(spark: SparkSession, config: Config, table: str, release: int | None = None) -> DataFrame:
+def read_release(spark: SparkSession, config: PipelineConfig, table: str, release: int | None = None) -> DataFrame:
     """``table`` as release ``release`` (the latest when None) left it: Delta time travel to its version."""
     releases = read_table(spark, config, "releases")
     if release is None:
@@ -224,7 +224,8 @@ def id_predicate(paper_ids: list[str], stage_column: str | None = None, stages: 
     return where
 
 
-def replace_papers_rows(spark: SparkSession, config: Config, staging: Config, paper_ids: list[str]) -> dict[str, str]:
+def replace_papers_rows(spark: SparkSession, config: PipelineConfig, staging: PipelineConfig,
+                        paper_ids: list[str]) -> dict[str, str]:
     """``sentences`` and segment's ``drops``: the staged rows replace those of the papers, one commit each,
     reconciled against the counts before."""
     balances = {}
@@ -244,7 +245,7 @@ def replace_papers_rows(spark: SparkSession, config: Config, staging: Config, pa
     return balances
 
 
-def recount_drops(spark: SparkSession, config: Config) -> None:
+def recount_drops(spark: SparkSession, config: PipelineConfig) -> None:
     """The ingest and segment rows of ``stats_drops``, from the merged ``rejects`` and ``drops``."""
     by_stage = {"ingest": read_table(spark, config, "rejects").withColumn("stage", F.lit("ingest")),
                 "segment": read_table(spark, config, "drops")}
@@ -256,7 +257,7 @@ def recount_drops(spark: SparkSession, config: Config) -> None:
 MERGED = ("papers", "rejects", "sentences", "drops")  # the tables an update adds files to, update after update
 
 
-def compact(spark: SparkSession, config: Config) -> None:
+def compact(spark: SparkSession, config: PipelineConfig) -> None:
     """Delta OPTIMIZE (bin-packing) of the tables updates merge into: each MERGE or replaceWhere adds files,
     and reads slow down with many small ones. A version with no data change; time travel still reads the
     old files (until VACUUM)."""
@@ -264,26 +265,26 @@ def compact(spark: SparkSession, config: Config) -> None:
         delta_table(spark, config, name).optimize().executeCompaction()
 
 
-def merge_papers(spark: SparkSession, config: Config, papers: DataFrame) -> None:
+def merge_papers(spark: SparkSession, config: PipelineConfig, papers: DataFrame) -> None:
     """Delta MERGE on paper_id: new papers inserted, changed ones updated, in one commit."""
     (delta_table(spark, config, "papers").alias("t").merge(papers.alias("s"), "t.paper_id = s.paper_id")
      .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
 
 
-def merge_rejects(spark: SparkSession, config: Config, rejects: DataFrame) -> None:
+def merge_rejects(spark: SparkSession, config: PipelineConfig, rejects: DataFrame) -> None:
     """Rejects of the new inputs not already recorded (by source path and reason)."""
     (delta_table(spark, config, "rejects").alias("t")
      .merge(rejects.alias("s"), "t.source_path = s.source_path AND t.reason = s.reason")
      .whenNotMatchedInsertAll().execute())
 
 
-def unfinished(spark: SparkSession, config: Config, release: Any) -> bool:
+def unfinished(spark: SparkSession, config: PipelineConfig, release: Any) -> bool:
     """A table has a version ``release`` does not record: an update stopped after its first write (or a
     stage ran by hand since)."""
     return benchmark_tables(spark, config) != dict(release["table_versions"])
 
 
-def splits_to_rebuild(spark: SparkSession, config: Config, before_version: int, papers: list[str]) -> tuple[str, ...]:
+def splits_to_rebuild(spark: SparkSession, config: PipelineConfig, before_version: int, papers: list[str]) -> tuple[str, ...]:
     """The splits whose pools can change when ``papers``' rows of ``mined_pairs`` change (version
     ``before_version`` -> now): the splits of their rows before and after, and every later split (the
     cross-split rule reads the earlier splits); every split when the rolling windows moved."""
@@ -301,7 +302,7 @@ def splits_to_rebuild(spark: SparkSession, config: Config, before_version: int, 
     return SPLITS[min(ranks):] if ranks else ()
 
 
-def release_counts(spark: SparkSession, config: Config, versions: dict[str, int]) -> dict[str, Any]:
+def release_counts(spark: SparkSession, config: PipelineConfig, versions: dict[str, int]) -> dict[str, Any]:
     """Rows per table, queries per split and move, pool sentences per split, at the given versions."""
 
     def at(name: str) -> DataFrame:
@@ -315,13 +316,13 @@ def release_counts(spark: SparkSession, config: Config, versions: dict[str, int]
     return {"rows": rows, "queries": queries, "pool": pools}
 
 
-def latest_release(spark: SparkSession, config: Config) -> Any:
+def latest_release(spark: SparkSession, config: PipelineConfig) -> Any:
     if table_version(spark, config, "releases") is None:
         return None
     return read_table(spark, config, "releases").orderBy(F.desc("release")).first()
 
 
-def write_release(spark: SparkSession, config: Config, inputs: str, classified: dict[str, int]) -> dict[str, Any]:
+def write_release(spark: SparkSession, config: PipelineConfig, inputs: str, classified: dict[str, int]) -> dict[str, Any]:
     """Append a row to ``releases``: versions, counts and the diff against the previous release."""
     previous = latest_release(spark, config)
     versions = benchmark_tables(spark, config)
@@ -344,7 +345,7 @@ def write_release(spark: SparkSession, config: Config, inputs: str, classified: 
     return {"release": number, "table_versions": versions, **counts, "diff": diff}
 
 
-def update(spark: SparkSession, config: Config, inputs: str) -> dict[str, Any]:
+def update(spark: SparkSession, config: PipelineConfig, inputs: str) -> dict[str, Any]:
     """Add the papers under ``inputs`` to the benchmark under ``config`` (see the module's docstring), holding
     the update lock; a commit Delta refuses because of a concurrent writer is an ``UpdateConflict``."""
     if table_version(spark, config, "papers") is None:
@@ -361,7 +362,7 @@ def update(spark: SparkSession, config: Config, inputs: str) -> dict[str, Any]:
                                  "started") from None
 
 
-def _update(spark: SparkSession, config: Config, inputs: str) -> dict[str, Any]:
+def _update(spark: SparkSession, config: PipelineConfig, inputs: str) -> dict[str, Any]:
     from ratio_spark.pipeline.stages import MINE_PAPERS
     from ratio_spark.pipeline.mine import pairs_examined
 

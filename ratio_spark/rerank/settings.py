@@ -1,6 +1,6 @@
 """The ``rerank:`` configuration section (LLM listwise reranking of a first-stage run, docs/rerank.md).
 
-Pure pydantic with no import of ``ratio_spark.core.config``, so the config module can embed it. The
+Pure pydantic with no import of ``ratio_spark.config``, so the config module can embed it. The
 defaults follow the Ratio paper (appendix C, "LLM reranking"): the top 100 candidates in one window,
 the 10 best returned, queries whose gold is outside the top 100 not sent.
 """
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from ratio_spark.llm.settings import LLMTransportSettings
+from ratio_spark.llm.settings import LLMTransportConfig
 
 
-class RerankConfig(LLMTransportSettings):
+class RerankConfig(LLMTransportConfig):
     """How a first-stage run is reranked listwise by an LLM endpoint of the ``llm:`` section. The transport
-    fields (``mode``, ``batch_*``) are ``llm.settings.LLMTransportSettings``; ``batch_state_dir`` None:
+    fields (``mode``, ``batch_*``) are ``llm.settings.LLMTransportConfig``; ``batch_state_dir`` None:
     ``<results>/rerank/batches``; with sliding windows there is one batch per window round."""
 
     model: str = "gemma-local"  # an endpoint name from the llm: section

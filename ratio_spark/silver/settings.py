@@ -1,6 +1,6 @@
 """The ``silver:`` configuration section (the silver test set: sampling, the LLM judge, calibration).
 
-Pure pydantic with no import of ``ratio_spark.core.config``, so the config module can import it without a
+Pure pydantic with no import of ``ratio_spark.config``, so the config module can import it without a
 cycle. Every field has a default that follows the paper (§4.3, appendix E), so ``silver:`` may be omitted.
 """
 
@@ -11,20 +11,20 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from ratio_spark.core.schema import MOVES, SplitName
-from ratio_spark.llm.settings import LLMTransportSettings
+from ratio_spark.llm.settings import LLMTransportConfig
 
 
 SampleSize = int | Literal["all"]
 
 
-class SilverConfig(LLMTransportSettings):
+class SilverConfig(LLMTransportConfig):
     """How the silver test set is sampled, judged and written.
 
     ``sample``: pairs per move, or ``all`` (the paper: 10K Specify, all Address and Broaden), drawn with
     equal allocation across ``stratify_by`` values. ``prompts``: the two (or more) prompt ids per move
     whose verdicts must all accept a pair; ``ratio-spark silver agreement --write-selection`` writes the
     calibrated choice. The defaults are chosen a priori, not calibrated (docs/silver.md). The transport fields
-    (``mode``, ``batch_*``) are ``llm.settings.LLMTransportSettings``; ``batch_state_dir`` None:
+    (``mode``, ``batch_*``) are ``llm.settings.LLMTransportConfig``; ``batch_state_dir`` None:
     ``<tables root>/silver_batches/<split>``.
     """
 

@@ -26,7 +26,7 @@ class TrainingInputError(UserError, ValueError):
     it cannot freeze, a folder that is not a run): one line naming it and how to fix it."""
 
 
-class HardNegativeSettings(StrictModel):
+class HardNegativeConfig(StrictModel):
     """Mined hard negatives (beyond the paper; off by default): for each training query, candidates of the
     train pool ranked high by ``miner``, skipping the gold, the query's excluded candidates and every
     candidate from the query's own paper. They become extra columns of MNRL."""
@@ -38,7 +38,7 @@ class HardNegativeSettings(StrictModel):
     depth: int = Field(default=100, ge=1)  # candidates retrieved per query before filtering
 
 
-class DistributedSettings(StrictModel):
+class DistributedConfig(StrictModel):
     """How to launch several training processes. ``none``: this process (torchrun/accelerate launch it
     themselves, see docs/training.md); ``torch_distributor``: PySpark's TorchDistributor."""
 
@@ -68,8 +68,8 @@ class TrainingConfig(StrictModel):
     validation_max_queries: int | None = Field(default=None, ge=1)  # per move, first N by id (quick looks only)
     max_train_pairs: int | None = Field(default=None, ge=2)  # per move, a seeded sample (quick looks, tests)
     validation_batch_size: int = Field(default=64, ge=1)
-    hard_negatives: HardNegativeSettings = Field(default_factory=HardNegativeSettings)
-    distributed: DistributedSettings = Field(default_factory=DistributedSettings)
+    hard_negatives: HardNegativeConfig = Field(default_factory=HardNegativeConfig)
+    distributed: DistributedConfig = Field(default_factory=DistributedConfig)
     device: str | None = None  # None: cuda when torch sees one
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"  # mixed precision on GPUs; fp32 on CPUs
     keep_checkpoints: bool = False  # keep every configuration's trainer checkpoints (large)

@@ -1,7 +1,8 @@
 import pytest
 import yaml
 
-from ratio_spark.core.config import ConfigError, load_config
+from ratio_spark.config import load_config
+from ratio_spark.core.config import ConfigError
 
 from conftest import REPO_ROOT
 
@@ -92,12 +93,12 @@ def test_a_wrong_set_key_names_set_as_its_source_not_the_file(tmp_path):
                                            ("batch_poll_interval_s=0", "batch_poll_interval_s"),
                                            ("mode=bulk", "mode")])
 def test_the_llm_transport_block_has_the_same_bounds_in_every_section(section, override, key):
-    """silver: and rerank: share llm.settings.LLMTransportSettings: no bound of one may drift from the other's."""
+    """silver: and rerank: share llm.settings.LLMTransportConfig: no bound of one may drift from the other's."""
     with pytest.raises(ConfigError, match=rf"{section}\.{key}"):
         load_config(None, [f"{section}.{override}"])
-    from ratio_spark.llm.settings import LLMTransportSettings
+    from ratio_spark.llm.settings import LLMTransportConfig
 
-    assert isinstance(getattr(load_config(None), section), LLMTransportSettings)
+    assert isinstance(getattr(load_config(None), section), LLMTransportConfig)
 
 
 def test_a_silver_split_that_is_no_split_fails_at_load():

@@ -40,9 +40,9 @@ def test_trie_alternation_matches_exactly_the_words():
     import itertools
     import re
 
-    from ratio_spark.core.config import SegmentConfig
     from ratio_spark.lexicon.loader import load_lexicon
     from ratio_spark.core.text import trie_alternation
+    from ratio_spark.pipeline.settings import SegmentConfig
 
     for words in ([a.strip(".") for a in SegmentConfig().abbreviations], [m.text for m in load_lexicon("v2").markers],
                   ["a", "ab", "abc", "b", "a.b"]):

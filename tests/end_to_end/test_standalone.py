@@ -21,7 +21,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from conftest import REPO_ROOT, assert_same_tables, release_manifest, sample_config, table_names, table_rows
-from ratio_spark.core.config import Config
+from ratio_spark.config import Config
 from ratio_spark.pipeline.jars import ensure_jars
 from ratio_spark.pipeline.package_zip import write_package_zip
 from ratio_spark.pipeline.runner import run_stage

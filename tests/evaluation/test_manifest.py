@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from ratio_spark.core.config import load_config
+from ratio_spark.config import load_config
 from ratio_spark.evaluation.data import load_split
 from ratio_spark.evaluation.manifest import (
     build_manifest,

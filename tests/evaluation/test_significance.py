@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from ratio_spark.evaluation.settings import SignificanceSettings
+from ratio_spark.evaluation.settings import SignificanceConfig
 from ratio_spark.evaluation.significance import (
     bootstrap_means,
     compare_systems,
@@ -101,7 +101,7 @@ def test_compare_systems_tables_every_pair_and_metric():
     a, b = _scores(150, 10)
     c = a.copy()
     c[:60] = 1.0  # clearly better than a
-    settings = SignificanceSettings(bootstrap_samples=1000, permutations=2000, seed=3)
+    settings = SignificanceConfig(bootstrap_samples=1000, permutations=2000, seed=3)
     result = compare_systems(_per_query({"A": a, "B": b, "C": c}), ["M@10", "R@10"], settings)
     assert len(result.intervals) == 3 * 2 and len(result.pairs) == 3 * 2  # 3 systems x 2 metrics; 3 pairs x 2 metrics
     row = result.intervals.query("system == 'A' and metric == 'M@10'").iloc[0]
@@ -119,4 +119,4 @@ def test_systems_scored_on_different_queries_are_refused():
     frame = _per_query({"A": a, "B": b})
     frame = frame[~((frame["system"] == "B") & (frame["query_id"] == "q003"))]
     with pytest.raises(ValueError, match="not scored on every query"):
-        compare_systems(frame, ["M@10"], SignificanceSettings())
+        compare_systems(frame, ["M@10"], SignificanceConfig())

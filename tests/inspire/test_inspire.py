@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ratio_spark.core.config import load_config
+from ratio_spark.config import load_config
 from ratio_spark.inspire import agent
 from ratio_spark.inspire.build import build_instances, months_before
 from ratio_spark.inspire.instances import InstanceSet
@@ -99,7 +99,7 @@ def sample_build(tmp_path_factory):
     config = load_config(None, [f"tables.root={root / 'tables'}", f"inspire.root={root / 'instances'}",
                                 "inspire.targets.start=2017-06-01", "inspire.targets.end=2018-12-31",
                                 "inspire.search.budget=3", f"llm.cache_dir={root / 'llm'}"])
-    manifest = build_instances(config, log=lambda *_: None)
+    manifest = build_instances(config.inspire, config.tables.location, log=lambda *_: None)
     return config, manifest, frames, root
 
 
@@ -362,7 +362,7 @@ def test_chat_with_tools_sends_tools_returns_raw_calls_and_caches_them(tmp_path)
     """A mocked transport: the exact request body, and a 500 that must not be cached, need a scripted server."""
     import httpx
 
-    from ratio_spark.llm import LLMClient, LLMSettings, ModelEndpoint, ToolChatRequest
+    from ratio_spark.llm import LLMClient, LLMConfig, ModelEndpoint, ToolChatRequest
 
     bodies = []
     answers = [httpx.Response(500, json={"error": {"message": "boom"}}), httpx.Response(200, json={
@@ -378,7 +378,7 @@ def test_chat_with_tools_sends_tools_returns_raw_calls_and_caches_them(tmp_path)
 
     endpoint = ModelEndpoint(name="mock", model="m", base_url="http://mock.invalid/v1", api_key_env="UNSET_KEY_X",
                              max_retries=0, fold_system_prompt=True)
-    client = LLMClient(LLMSettings(models=[endpoint], cache_dir=str(tmp_path)),
+    client = LLMClient(LLMConfig(models=[endpoint], cache_dir=str(tmp_path)),
                        http_client=httpx.Client(transport=httpx.MockTransport(handler)))
     tools = [{"type": "function", "function": {"name": "search_papers", "parameters": {"type": "object"}}}]
     request = ToolChatRequest("t1", [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}], tools,
@@ -406,10 +406,10 @@ def small_service(sample_build):
 
 
 def _local_client(llm_server, tmp_path):
-    from ratio_spark.llm import LLMClient, LLMSettings
+    from ratio_spark.llm import LLMClient, LLMConfig
 
     endpoint = llm_server.endpoint("gemma-local").model_copy(update={"max_concurrency": 1})
-    return LLMClient(LLMSettings(models=[endpoint], cache_dir=str(tmp_path / "llm")))
+    return LLMClient(LLMConfig(models=[endpoint], cache_dir=str(tmp_path / "llm")))
 
 
 @pytest.mark.llm
@@ -502,7 +502,7 @@ def test_llm_grader_and_llm_briefs_through_the_client_with_fallbacks_and_a_free_
     config.inspire.grading = config.inspire.grading.model_copy(update=dict(grader="llm", model="gemma-local", max_tokens=80))
     config.inspire.brief = config.inspire.brief.model_copy(update=dict(mode="llm", model="gemma-local", max_tokens=120))
     client = _local_client(llm_server, tmp_path)
-    manifest = build_instances(config, client, log=lambda *_: None)
+    manifest = build_instances(config.inspire, config.tables.location, client, log=lambda *_: None)
     counts = manifest["counts"]
     usage = client.usage()["gemma-local"]
     kept = counts.get("instances", 0) + counts.get("dropped_no_brief", 0)  # the targets that got a brief request
@@ -515,7 +515,7 @@ def test_llm_grader_and_llm_briefs_through_the_client_with_fallbacks_and_a_free_
                                   "brief": {"endpoint": "gemma-local", "model": "gemma-3-270m"}}
     # Every valid answer is cached: a rebuild asks only what failed before, and gives the same instances.
     again = _local_client(llm_server, tmp_path)
-    rebuilt = build_instances(config, again, log=lambda *_: None)
+    rebuilt = build_instances(config.inspire, config.tables.location, again, log=lambda *_: None)
     second = again.usage()["gemma-local"]
     failed = counts.get("llm_grades_failed_rule_used", 0) + counts.get("llm_briefs_failed_extractive_used", 0)
     assert second["cached"] >= second["requests"] - failed

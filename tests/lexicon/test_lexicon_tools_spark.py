@@ -17,7 +17,7 @@ import pytest
 from deltalake import DeltaTable
 
 from ratio_spark.cli.main import main
-from ratio_spark.core.config import load_config
+from ratio_spark.config import load_config
 from ratio_spark.lexicon.loader import load_lexicon
 from ratio_spark.lexicon.curation.build import build_lexicon
 from ratio_spark.lexicon.curation.extensions import MAX_EXTENSION_WORDS, Prefix, collect_extensions, extension_candidates

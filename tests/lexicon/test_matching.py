@@ -7,11 +7,11 @@ import datetime as dt
 import pytest
 
 from conftest import REPO_ROOT
-from ratio_spark.core.config import MiningConfig
 from ratio_spark.lexicon.loader import LexiconError, load_lexicon
 from ratio_spark.lexicon.matcher import PairCutter, opening_regex
 from ratio_spark.core.text import normalize_text
 from ratio_spark.pipeline.mine import citation_patterns, pair_cutter
+from ratio_spark.pipeline.settings import MiningConfig
 
 MARKERS = [
     ("to address this issue", "move", "address", "manual", "false"),

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from ratio_spark.llm import ChatRequest, LLMClient, LLMError, LLMSettings, ModelEndpoint
+from ratio_spark.llm import ChatRequest, LLMClient, LLMConfig, LLMError, ModelEndpoint
 from ratio_spark.llm.requests import build_body, fold_system_messages
 
 SCHEMA = {
@@ -69,7 +69,7 @@ def make_client(tmp_path, handler, monkeypatch=None, sleeps=None, **endpoint_kw)
     defaults = dict(name="mock", model="m", base_url="http://mock.invalid/v1", api_key_env="RATIO_SPARK_UNIT_KEY",
                     max_retries=3, retry_backoff_s=0.5, max_concurrency=2)
     defaults.update(endpoint_kw)
-    settings = LLMSettings(models=[ModelEndpoint(**defaults)], cache_dir=str(tmp_path / "cache"))
+    settings = LLMConfig(models=[ModelEndpoint(**defaults)], cache_dir=str(tmp_path / "cache"))
     record = sleeps if sleeps is not None else []
     return LLMClient(settings, http_client=httpx.Client(transport=httpx.MockTransport(handler)), sleep=record.append)
 
@@ -329,7 +329,7 @@ def test_concurrency_is_bounded(tmp_path):
 
 def test_settings_reject_duplicates_keys_and_typos():
     with pytest.raises(ValidationError, match="unique"):
-        LLMSettings(models=[ModelEndpoint(name="a", model="x"), ModelEndpoint(name="a", model="y")])
+        LLMConfig(models=[ModelEndpoint(name="a", model="x"), ModelEndpoint(name="a", model="y")])
     with pytest.raises(ValidationError, match="NAME of an environment variable"):
         ModelEndpoint(name="a", model="x", api_key_env="sk-abc123")
     with pytest.raises(ValidationError, match="extra"):
@@ -368,9 +368,9 @@ def test_batch_ingests_errors_re_asks_invalid_answers_and_resends_failures(tmp_p
 
     standin = BatchStandIn(replay=replay)
     try:
-        settings = LLMSettings(models=[ModelEndpoint(name="b", model="m", base_url=standin.base_url,
-                                                     api_key_env="RATIO_SPARK_UNIT_KEY", retry_backoff_s=0)],
-                               cache_dir=str(tmp_path / "cache"))
+        settings = LLMConfig(models=[ModelEndpoint(name="b", model="m", base_url=standin.base_url,
+                                                   api_key_env="RATIO_SPARK_UNIT_KEY", retry_backoff_s=0)],
+                             cache_dir=str(tmp_path / "cache"))
         client = LLMClient(settings)
         state_dir = tmp_path / "state"
         results = client.run_batch([req(0), req(1), req(2)], "b", state_dir=state_dir, poll_interval_s=0.05)

@@ -20,7 +20,7 @@ import pytest
 
 from llm_standin import BatchStandIn, messages_fingerprint
 from conftest import REPO_ROOT
-from ratio_spark.llm import ChatRequest, LLMClient, LLMSettings, ModelEndpoint
+from ratio_spark.llm import ChatRequest, LLMClient, LLMConfig, ModelEndpoint
 from ratio_spark.llm.requests import build_body
 
 pytestmark = pytest.mark.slow
@@ -61,7 +61,7 @@ def endpoint_via(standin: BatchStandIn, llm_server, **kw) -> ModelEndpoint:
 
 def test_local_server_answers_json_valid_against_the_schema_and_reruns_from_cache(llm_server, proxy, tmp_path):
     endpoint = endpoint_via(proxy, llm_server)
-    settings = LLMSettings(models=[endpoint], cache_dir=str(tmp_path / "cache"))
+    settings = LLMConfig(models=[endpoint], cache_dir=str(tmp_path / "cache"))
     requests = sums(3)
     results = LLMClient(settings).complete_json(requests, "gemma-proxied")
     assert [r.request_id for r in results] == [r.request_id for r in requests]
@@ -85,22 +85,22 @@ def test_local_server_answers_json_valid_against_the_schema_and_reruns_from_cach
 
 def test_requests_run_concurrently_up_to_the_limit(llm_server, proxy, tmp_path):
     endpoint = endpoint_via(proxy, llm_server, max_concurrency=3)
-    client = LLMClient(LLMSettings(models=[endpoint], cache_dir=str(tmp_path / "cache")))
+    client = LLMClient(LLMConfig(models=[endpoint], cache_dir=str(tmp_path / "cache")))
     results = client.complete_json(sums(4, start=10), "gemma-proxied", progress="concurrency")
     assert all(r.data is not None for r in results), [(r.error, r.detail) for r in results]
     assert 2 <= proxy.peak_in_flight <= 3
 
 
 def test_direct_endpoint_without_proxy(llm_server, tmp_path):
-    client = LLMClient(LLMSettings(models=[llm_server.endpoint()], cache_dir=str(tmp_path / "cache")))
+    client = LLMClient(LLMConfig(models=[llm_server.endpoint()], cache_dir=str(tmp_path / "cache")))
     [result] = client.complete_json(sums(1, start=40), "gemma-local")
     assert result.error is None and jsonschema.validate(result.data, SCHEMA) is None
 
 
 BATCH_SCRIPT = """
 import json, sys
-from ratio_spark.llm import ChatRequest, LLMClient, LLMSettings
-settings = LLMSettings.model_validate_json(open(sys.argv[1]).read())
+from ratio_spark.llm import ChatRequest, LLMClient, LLMConfig
+settings = LLMConfig.model_validate_json(open(sys.argv[1]).read())
 requests = [ChatRequest(**r) for r in json.load(open(sys.argv[2]))]
 LLMClient(settings).run_batch(requests, settings.models[0].name, state_dir=sys.argv[3], poll_interval_s=0.1)
 """
@@ -112,7 +112,7 @@ def test_batch_api_path_resumes_an_interrupted_batch_and_never_writes_the_key(ll
     standin.hold.set()  # the batch stays in_progress until released
     try:
         endpoint = endpoint_via(standin, llm_server, name="gemma-batch", api_key_env="RATIO_SPARK_TEST_KEY")
-        settings = LLMSettings(models=[endpoint], cache_dir=str(tmp_path / "cache"))
+        settings = LLMConfig(models=[endpoint], cache_dir=str(tmp_path / "cache"))
         requests = sums(3, start=20)
         state_dir = tmp_path / "batch-state"
         (tmp_path / "settings.json").write_text(settings.model_dump_json())
@@ -178,7 +178,7 @@ def test_server_killed_mid_run_loses_nothing_and_answers_each_request_once(llm_s
     try:
         endpoint = endpoint_via(standin, server, name="gemma-crash", max_concurrency=2, max_retries=1,
                                 retry_backoff_s=0.05)
-        settings = LLMSettings(models=[endpoint], cache_dir=str(tmp_path / "cache"))
+        settings = LLMConfig(models=[endpoint], cache_dir=str(tmp_path / "cache"))
         requests = sums(5, start=30)
         client = LLMClient(settings)
         first: list = []

@@ -13,7 +13,7 @@ import re
 import pytest
 
 from conftest import REPO_ROOT
-from ratio_spark.core.config import load_config
+from ratio_spark.config import load_config
 from ratio_spark.core.errors import ContractError, MissingTableError, ReconciliationError
 from ratio_spark.core.schema import REASONS, TABLES, Reason, reasons_of
 from ratio_spark.core.text import normalize_text

@@ -16,11 +16,11 @@ from collections import Counter
 import pytest
 from pyspark.sql import functions as F
 
-from ratio_spark.core.config import SplitsConfig
 from ratio_spark.core.schema import TABLES
 from ratio_spark.pipeline.export import export_release
 from ratio_spark.pipeline.leakage import LeakageError, check_leakage, find_leaks
 from ratio_spark.pipeline.pools import CANDIDATE_COLUMNS, QUERY_COLUMNS, build_pools
+from ratio_spark.pipeline.settings import SplitsConfig
 from ratio_spark.pipeline.splits import assign_splits
 from ratio_spark.pipeline.stats import stats_marker_matches, stats_marker_sources, stats_split_sizes, stats_yield
 from ratio_spark.pipeline.tables import write_table

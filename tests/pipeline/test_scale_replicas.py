@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT
-from ratio_spark.core.config import load_config
+from ratio_spark.config import load_config
 from ratio_spark.pipeline.ingest.options import ReaderOptions
 from ratio_spark.pipeline.ingest.tei import parse_tei
 

@@ -12,8 +12,10 @@ import pyarrow as pa
 import pytest
 
 from conftest import REPO_ROOT
-from ratio_spark.core.config import ConfigError, SegmentConfig, load_config
+from ratio_spark.config import load_config
+from ratio_spark.core.config import ConfigError
 from ratio_spark.pipeline.segment import split_texts
+from ratio_spark.pipeline.settings import SegmentConfig
 
 
 def sentences(*texts: str | None, config: SegmentConfig | None = None) -> list[list[str]]:
@@ -200,7 +202,8 @@ def test_ratio_spark_jars_lists_what_the_configuration_needs(capsys):
 @pytest.mark.slow
 def test_a_session_without_spark_nlp_refuses_the_sparknlp_engine_in_one_line(tmp_path):
     script = (
-        "from ratio_spark.core.config import SegmentConfig, load_config\n"
+        "from ratio_spark.config import load_config\n"
+        "from ratio_spark.pipeline.settings import SegmentConfig\n"
         "from ratio_spark.core.errors import UserError\n"
         "from ratio_spark.pipeline.session import build_spark_session, has_spark_nlp\n"
         "from ratio_spark.pipeline.segment import split_sentences\n"

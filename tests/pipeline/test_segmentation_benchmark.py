@@ -11,7 +11,7 @@ import pytest
 
 from conftest import REPO_ROOT
 from prerequisites import missing
-from ratio_spark.core.config import SegmentConfig
+from ratio_spark.pipeline.settings import SegmentConfig
 
 SCRIPT = REPO_ROOT / "benchmarks" / "segmentation_quality.py"
 _spec = importlib.util.spec_from_file_location("segmentation_quality", SCRIPT)

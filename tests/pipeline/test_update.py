@@ -23,9 +23,10 @@ import pytest
 
 from conftest import (REPO_ROOT, SAMPLE_TEI, _table_versions, assert_same_tables, release_manifest, sample_config,
                       table_names, table_rows)
-from ratio_spark.core.config import Config, SplitRange, SplitsConfig, load_config
+from ratio_spark.config import Config, load_config
 from ratio_spark.core.schema import MOVES, SPLITS
 from ratio_spark.pipeline.runner import run_stage
+from ratio_spark.pipeline.settings import SplitRange, SplitsConfig
 from ratio_spark.pipeline.stages import PIPELINE
 
 BASE = ["P16-1001", "P16-1008", "P17-1001", "P17-1008"]

@@ -1,4 +1,5 @@
-"""The package layout keeps its promises: no import cycles, and the Python half imports without pyspark."""
+"""The package layout keeps its promises: no import cycles, core/ at the bottom, and the Python half imports
+without pyspark."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ PYTHON_HALF = ("ratio_spark.core", "ratio_spark.evaluation", "ratio_spark.llm", 
                "ratio_spark.lexicon.loader", "ratio_spark.lexicon.matcher", "ratio_spark.lexicon.curation.llm",
                "ratio_spark.lexicon.curation.formats", "ratio_spark.lexicon.curation.build",
                "ratio_spark.lexicon.curation.patterns", "ratio_spark.cli", "ratio_spark.pipeline.stage", "ratio_spark.pipeline.stages",
+               "ratio_spark.pipeline.settings", "ratio_spark.config",
                "ratio_spark.humaneval", "ratio_spark.browse",
                "ratio_spark.inspire", "ratio_spark.rerank", "ratio_spark.training")
 
@@ -35,24 +37,26 @@ def import_graph(type_only_too: bool = False) -> dict[str, set[str]]:
     under ``if TYPE_CHECKING:`` are for annotations only and never run: left out, unless ``type_only_too``
     (a module that names another's type still depends on it, for a reader)."""
     modules = all_modules()
-    graph: dict[str, set[str]] = {name: set() for name in modules}
-    for name, path in modules.items():
-        tree = ast.parse(path.read_text(), str(path))
-        type_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
-                     and getattr(block.test, "id", None) == "TYPE_CHECKING" for n in ast.walk(block)}
-        for node in ast.walk(tree):
-            if id(node) in type_only and not type_only_too:
-                continue
-            targets = []
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in modules else node.module
-                           for alias in node.names]
-            for target in targets:
-                if target in modules and target != name:
-                    graph[name].add(target)
-    return graph
+    return {name: imports_of(name, path.read_text(), modules, type_only_too) for name, path in modules.items()}
+
+
+def imports_of(name: str, source: str, modules: dict[str, Path], type_only_too: bool = False) -> set[str]:
+    """The project modules that the code ``source`` of module ``name`` imports (see ``import_graph``)."""
+    tree = ast.parse(source, name)
+    type_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                 and getattr(block.test, "id", None) == "TYPE_CHECKING" for n in ast.walk(block)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in type_only and not type_only_too:
+            continue
+        targets = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            targets = [f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in modules else node.module
+                       for alias in node.names]
+        found |= {target for target in targets if target in modules and target != name}
+    return found
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -77,19 +81,6 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-# The one known exception, to be removed in the second step of issue 29: core/config.py composes the
-# configuration from the settings sections of the upper packages (an upward import from core, which makes
-# core and those packages one cycle). Nothing else may import upward or in a cycle.
-KNOWN_UPWARD = {"ratio_spark.core.config": {"ratio_spark.evaluation.settings", "ratio_spark.humaneval.settings",
-                                            "ratio_spark.inspire.settings", "ratio_spark.llm.settings",
-                                            "ratio_spark.rerank.settings", "ratio_spark.silver.settings",
-                                            "ratio_spark.training.settings"}}
-
-
-def without_known_exception(graph: dict[str, set[str]]) -> dict[str, set[str]]:
-    return {name: targets - KNOWN_UPWARD.get(name, set()) for name, targets in graph.items()}
-
-
 def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     """Top-level package (``ratio_spark.cli``, ``ratio_spark.lexicon`` with ``lexicon.curation``, ...) -> the
     top-level packages its modules import: a cycle here means two packages that each need the other."""
@@ -102,10 +93,19 @@ def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     return packages
 
 
+def in_core(module: str) -> bool:
+    return module == "ratio_spark.core" or module.startswith("ratio_spark.core.")
+
+
+def upward_from_core(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    """Each core/ module that imports a project module outside core/ (the package's root included) -> those."""
+    upward = {name: sorted(t for t in targets if not in_core(t)) for name, targets in graph.items() if in_core(name)}
+    return {name: targets for name, targets in upward.items() if targets}
+
+
 def test_no_import_cycle():
-    """Between modules, type-only imports included; between top-level packages; both without the known
-    exception (core/config.py's upward imports)."""
-    graph = without_known_exception(import_graph(type_only_too=True))
+    """Between modules, type-only imports included; between top-level packages."""
+    graph = import_graph(type_only_too=True)
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
     cycle = find_cycle(package_graph(graph))
@@ -122,19 +122,23 @@ def test_the_cycle_check_finds_a_cycle():
     assert find_cycle(package_graph(modules)) == ["ratio_spark.x", "ratio_spark.y", "ratio_spark.x"]
 
 
-def test_the_known_exception_is_the_only_one():
-    """Without its exception the check fails (core.config -> evaluation.settings -> core...), so it checks."""
-    graph = import_graph()
-    assert find_cycle(package_graph(graph)) is not None
-    assert KNOWN_UPWARD["ratio_spark.core.config"] <= graph["ratio_spark.core.config"]
-
-
 def test_core_imports_nothing_above_it():
-    """core/ is the ground floor: none of its modules imports another package (the known exception aside)."""
-    upward = {name: sorted(t for t in targets if not t.startswith("ratio_spark.core"))
-              for name, targets in without_known_exception(import_graph(type_only_too=True)).items()
-              if name.startswith("ratio_spark.core")}
-    assert {name: t for name, t in upward.items() if t} == {}
+    """core/ is the ground floor: none of its modules imports another package of the project, at the top, inside
+    a function or for a type only (``ratio_spark.config`` composes the packages' sections above them all)."""
+    assert upward_from_core(import_graph(type_only_too=True)) == {}
+
+
+def test_the_core_check_finds_an_upward_import():
+    """An import from core/ to a package above it fails the check, also when it hides inside a function."""
+    modules = all_modules()
+    source = ("from ratio_spark.core.errors import UserError\n\n"
+              "def f():\n    from ratio_spark.pipeline.settings import MiningConfig\n")
+    graph = {"ratio_spark.core.new": imports_of("ratio_spark.core.new", source, modules),
+             "ratio_spark.core.errors": set(), "ratio_spark.pipeline.settings": {"ratio_spark.core.errors"}}
+    assert upward_from_core(graph) == {"ratio_spark.core.new": ["ratio_spark.pipeline.settings"]}
+    assert upward_from_core({"ratio_spark.core.new": {"ratio_spark.core.errors"}}) == {}
+    assert upward_from_core({"ratio_spark.core.new": {"ratio_spark"}, "ratio_spark.corex": {"ratio_spark.cli"}}) == {
+        "ratio_spark.core.new": ["ratio_spark"]}
 
 
 def test_the_batch_runner_uses_only_the_public_surface_of_the_client():
@@ -183,12 +187,16 @@ def test_the_pyspark_block_works():
 
 
 def test_the_architecture_page_names_every_module():
-    """docs/architecture.md's tree ("  pkg/   mod · mod") lists exactly the package's modules."""
+    """docs/architecture.md's tree ("  pkg/   mod · mod", or "  mod.py" for a module beside the packages) lists
+    exactly the package's modules."""
     text = (PACKAGE_ROOT.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
     tree = text.split("```text\nratio_spark/\n", 1)[1].split("```", 1)[0]
     listed, parents = set(), {}
     for line in tree.splitlines():
         depth = (len(line) - len(line.lstrip())) // 2
+        if line.strip().endswith(".py"):
+            listed.add("ratio_spark." + ".".join([*(parents[d] for d in range(1, depth)), line.strip()[:-3]]))
+            continue
         package, _, modules = line.strip().partition("/")
         path = "ratio_spark." + ".".join([*(parents[d] for d in range(1, depth)), package])
         parents[depth] = package

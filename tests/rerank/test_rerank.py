@@ -148,9 +148,9 @@ def _local(llm_server, **update):
 
 
 def _client(endpoint, tmp_path):
-    from ratio_spark.llm import LLMClient, LLMSettings
+    from ratio_spark.llm import LLMClient, LLMConfig
 
-    return LLMClient(LLMSettings(models=[endpoint], cache_dir=str(tmp_path / "llm-cache")))
+    return LLMClient(LLMConfig(models=[endpoint], cache_dir=str(tmp_path / "llm-cache")))
 
 
 def _first_stage(eval_tables, queries: int, moves=("specify",)):

@@ -44,9 +44,9 @@ def _local(llm_server, **update):
 
 
 def _client(endpoint, tmp_path, **kw):
-    from ratio_spark.llm import LLMClient, LLMSettings
+    from ratio_spark.llm import LLMClient, LLMConfig
 
-    return LLMClient(LLMSettings(models=[endpoint], cache_dir=str(tmp_path / "llm-cache")), **kw)
+    return LLMClient(LLMConfig(models=[endpoint], cache_dir=str(tmp_path / "llm-cache")), **kw)
 
 
 def _check_table(table: pd.DataFrame, config: SilverConfig, n: int) -> None:
@@ -213,7 +213,7 @@ def test_agreement_command_on_the_example_labels_with_the_local_model(llm_server
     from importlib import resources
 
     from ratio_spark.cli.main import main
-    from ratio_spark.core.config import load_config
+    from ratio_spark.config import load_config
     from ratio_spark.silver.agreement import load_labels
 
     variants = ["ordered-v1", "directional-v1", "minimal-v1"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import REPO_ROOT
-from ratio_spark.core.config import ConfigError, load_config
+from ratio_spark.config import load_config
+from ratio_spark.core.config import ConfigError
 from ratio_spark.silver.pairs import judge_text
 from ratio_spark.silver.prompts import PromptError, load_prompts, select_prompts
 from ratio_spark.core.schema import MOVES

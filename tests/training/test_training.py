@@ -83,7 +83,8 @@ def test_the_default_hyperparameters_load_from_any_working_directory(tmp_path, m
 
 
 def test_training_settings_are_validated(tmp_path):
-    from ratio_spark.core.config import ConfigError, load_config
+    from ratio_spark.config import load_config
+    from ratio_spark.core.config import ConfigError
     from ratio_spark.training.hyperparameters import load_hyperparameters
     from ratio_spark.training.settings import TrainingInputError
 

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from ratio_spark.core.config import Config, ConfigError
+from ratio_spark.core.config import ConfigError
 from ratio_spark.pipeline.ingest.options import ReaderOptions
 from ratio_spark.core.schema import TABLES, Reason
 from ratio_spark.pipeline.ingest.spark_io import read_records
+from ratio_spark.pipeline.settings import PipelineConfig
 
 INPUT_ORDER = "_input_order"  # position of the input in the configuration: earlier inputs win duplicates
 
@@ -22,7 +23,7 @@ class IngestResult:
     rejects: DataFrame
 
 
-def read_all_inputs(spark: SparkSession, config: Config) -> DataFrame:
+def read_all_inputs(spark: SparkSession, config: PipelineConfig) -> DataFrame:
     if not config.inputs:
         raise ConfigError("the configuration has no inputs: add at least one under `inputs:`")
     frames = []
@@ -58,7 +59,7 @@ def split_duplicates(accepted: DataFrame) -> tuple[DataFrame, DataFrame]:
     return kept, dupes
 
 
-def ingest(spark: SparkSession, config: Config) -> IngestResult:
+def ingest(spark: SparkSession, config: PipelineConfig) -> IngestResult:
     records = read_all_inputs(spark, config)
     accepted = records.filter(F.col("reject_reason").isNull())
     papers, duplicates = split_duplicates(accepted)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ratio_spark.core.config import IngestConfig, InputConfig
 from ratio_spark.core.text import collapse_whitespace, dehyphenate
+from ratio_spark.pipeline.settings import IngestConfig, InputConfig
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from ratio_spark.core.config import ConfigError, InputConfig
+from ratio_spark.core.config import ConfigError
 from ratio_spark.core.text import dehyphenate
 from ratio_spark.pipeline.ingest import bibliography as bib
 from ratio_spark.pipeline.ingest.options import ReaderOptions
@@ -28,6 +28,7 @@ from ratio_spark.pipeline.ingest.dates import paper_id_from_path, resolve_date
 from ratio_spark.core.schema import Reason
 from ratio_spark.pipeline.ingest.records import RECORD_COLUMNS, ParsedRecord, license_name, paper_record, reject
 from ratio_spark.pipeline.ingest.spark_io import read_records
+from ratio_spark.pipeline.settings import InputConfig
 
 FORMAT_2020 = "s2orc_2020"
 FORMAT_CURRENT = "s2orc_current"

@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 import pytest
 
 from conftest import FIXTURES
-from ratio_spark.core.config import Config
+from ratio_spark.config import Config
 from ratio_spark.pipeline.ingest import ingest
 from ratio_spark.pipeline.ingest.options import ReaderOptions
 from ratio_spark.pipeline.ingest.s2orc import parse_s2orc_2020, read_s2orc_current

@@ -19,7 +19,7 @@ import pytest
 from lxml import etree
 
 from conftest import FIXTURES, REPO_ROOT
-from ratio_spark.core.config import CitationFilter, load_config
+from ratio_spark.config import load_config
 from ratio_spark.core.text import normalize_text
 from ratio_spark.pipeline.ingest.jats import parse_jats
 from ratio_spark.pipeline.ingest.jsonl import parse_jsonl
@@ -28,6 +28,7 @@ from ratio_spark.pipeline.ingest.records import license_name
 from ratio_spark.pipeline.ingest.s2orc import parse_s2orc_current
 from ratio_spark.pipeline.ingest.spark_io import file_records, load_parser
 from ratio_spark.pipeline.ingest.tei import parse_tei
+from ratio_spark.pipeline.settings import CitationFilter
 
 JATS = FIXTURES / "jats"
 ELIFE = sorted((JATS / "elife").glob("*.xml.gz"))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ratio_spark.core.config import load_config
+from ratio_spark.config import load_config
 from ratio_spark.pipeline.runner import run_stage
 
 from conftest import REPO_ROOT

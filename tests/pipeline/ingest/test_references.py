@@ -213,8 +213,9 @@ def citations_run(spark, tmp_path_factory):
     URL, an untitled entry with nothing), plus S2ORC records: aclsum's N10-1045 (2020 shape), the
     current-release fixture (corpus id 3001, whose first two entries are matched to corpus ids 2001 and
     2002), and three JSONL papers they cite: 2001, 2002 and the Moses paper (a title N10-1045 cites)."""
-    from ratio_spark.core.config import InputConfig, load_config
+    from ratio_spark.config import load_config
     from ratio_spark.pipeline.runner import run_stage
+    from ratio_spark.pipeline.settings import InputConfig
 
     root = tmp_path_factory.mktemp("refs")
     corpus = root / "corpus"
