@@ -25,6 +25,7 @@ import importlib.util
 import json
 import os
 import shutil
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -146,15 +147,14 @@ def run(args) -> int:
     old_twice = differences(scratch / "old-0", scratch / "old-1") if args.repeats > 1 else None
     summary = {}
     for label in ("old", "new"):
-        seconds = sorted(r["seconds"] for r in runs if r["label"] == label)
-        median = seconds[len(seconds) // 2]
-        cpu = sorted(r["cpu_seconds"] for r in runs if r["label"] == label)
-        summary[label] = {"seconds": seconds, "median_seconds": median,
+        mine = [r for r in runs if r["label"] == label]
+        median = statistics.median(r["seconds"] for r in mine)
+        cpu = statistics.median(r["cpu_seconds"] for r in mine)
+        summary[label] = {"seconds": [r["seconds"] for r in mine], "median_seconds": median,
                           "rows_per_s_per_core": round(runs[0]["released_rows"] / median / cores),
-                          "median_cpu_seconds": cpu[len(cpu) // 2],
-                          "median_driver_python_cpu_seconds": sorted(
-                              r["driver_python_cpu_seconds"] for r in runs if r["label"] == label)[len(cpu) // 2],
-                          "rows_per_cpu_second": round(runs[0]["released_rows"] / cpu[len(cpu) // 2])}
+                          "median_cpu_seconds": cpu, "rows_per_cpu_second": round(runs[0]["released_rows"] / cpu),
+                          "median_driver_python_cpu_seconds": statistics.median(
+                              r["driver_python_cpu_seconds"] for r in mine)}
     record = {"command": "python " + " ".join(sys.argv), "tables": args.tables, "cores": cores,
               "released_rows": runs[0]["released_rows"], "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "machine": args.machine, "runs": runs, "summary": summary, "releases_compared": same,
