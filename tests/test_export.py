@@ -101,6 +101,8 @@ def test_a_missing_or_short_part_fails_the_export(tmp_path):
         export._assemble([(str(part), 3, 4)], target)
     with pytest.raises(ReconciliationError, match="not the 5 bytes"):
         export._assemble([(str(part), 2, 5)], target)
+    with pytest.raises(ReconciliationError, match="train: JSONL queries 3 but BEIR queries of all moves 2"):
+        export._same("train: JSONL queries", 3, "BEIR queries of all moves", 2)
 
 
 @pytest.mark.parametrize("root", ["s3://bucket/release", "dbfs:/ratio/release", "abfss://c@a.dfs.core.windows.net/r"])
