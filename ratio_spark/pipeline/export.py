@@ -26,10 +26,13 @@ because BEIR's loader fails on an empty query set. The manifest lists such folde
 Spark's Parquet part files are renamed ``part-00000.parquet``, ... (and its ``_SUCCESS`` and ``.crc`` files
 removed), so that a rerun gives the same file names and the same hashes.
 
-The JSONL and BEIR files are single files, written on the driver. Rows stream through
-``toLocalIterator`` one partition at a time, sorted by id, so the files are the same on every
-rerun. The driver never holds a whole pool, but every row passes through it. That is fine for the
-release (the paper's largest pool has 13.8M short sentences), and Spark still writes the Parquet.
+The JSONL and BEIR files are single files (BEIR and MTEB read one ``corpus.jsonl`` per folder), written
+by the executors: each task of a sorted frame (queries by move and id, the pool by id) formats its rows
+with ``json.dumps`` and writes one part per file under ``.export-parts/``; the driver then concatenates
+each file's parts in partition order, which is the sort order, counting the lines it copies. So the
+files are the same on every rerun and the same bytes as when the driver wrote them row by row, and the
+counts in the manifest (which the stage reconciles with the tables) are the lines of the files as
+written. The driver only copies bytes, at disk speed; the per-row work spreads over the executors.
 
 ``root`` must be a filesystem path that the driver and the executors share: a local path in local
 mode, or a shared mount on a cluster (``/dbfs/...`` or ``/Volumes/...`` on Databricks, NFS, EFS).
@@ -41,20 +44,26 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import shutil
-from contextlib import ExitStack
+import uuid
+from collections import Counter
+from functools import partial
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from ratio_spark.core.config import ConfigError
+from ratio_spark.core.errors import ReconciliationError
 from ratio_spark.core.schema import MOVES, SPLITS
 from ratio_spark.core.provenance import sha256_file
 from ratio_spark.pipeline.dataset_card import CARD_FILE, ReleaseAbout, write_card
 
-OWNED_ENTRIES = ("parquet", "jsonl", "beir", "stats", CARD_FILE, "manifest.json")  # what a rerun replaces
+PARTS = ".export-parts"  # the executors' parts of the JSONL and BEIR files, removed once they are concatenated
+OWNED_ENTRIES = ("parquet", "jsonl", "beir", "stats", CARD_FILE, "manifest.json", PARTS)  # what a rerun replaces
+QRELS_HEADER, EXCLUDED_HEADER = "query-id\tcorpus-id\tscore\n", "query-id\tcorpus-id\n"
 
 
 def _local_root(root: str | os.PathLike) -> Path:
@@ -63,10 +72,10 @@ def _local_root(root: str | os.PathLike) -> Path:
         text = text[len("file://"):]
     elif text.startswith("file:"):
         text = text[len("file:"):]
-    elif "://" in text:
+    elif re.match(r"[A-Za-z][A-Za-z0-9+.-]+:/", text):  # s3://, dbfs:/ (a local folder named "dbfs:" otherwise)
         raise ConfigError(
             f"release.root {text!r} must be a filesystem path shared by driver and executors "
-            "(JSONL/BEIR files are written on the driver); write locally or to a mount and sync it"
+            "(the JSONL/BEIR files are assembled with file I/O), e.g. /dbfs/...; write locally or to a mount and sync it"
         )
     return Path(text).resolve()
 
@@ -85,9 +94,106 @@ def _line(record: dict[str, Any]) -> str:
     return json.dumps({k: _jsonable(v) for k, v in record.items()}, ensure_ascii=False) + "\n"
 
 
-def _rows(df: DataFrame, order: list[str]) -> Iterator[Row]:
-    """Stream rows to the driver a partition at a time, in a stable order."""
-    return df.orderBy(*order).toLocalIterator(prefetchPartitions=True)
+def _query_lines(row: dict[str, Any], split: str) -> Iterator[tuple[str, str]]:
+    """A query's line in each file it belongs to, as (file under the release root, text)."""
+    query_id, gold, excluded = row["query_id"], row["gold_candidate_id"], list(row["exclude_candidate_ids"] or [])
+    folder = f"beir/{row['move']}/{split}"
+    yield f"jsonl/{split}/queries.jsonl", _line(row)
+    yield f"{folder}/queries.jsonl", _line({"_id": query_id, "text": row["query_text"],  # BEIR reads _id, text
+                                            "gold_candidate_id": gold, "exclude_candidate_ids": excluded})
+    yield f"{folder}/qrels/{split}.tsv", f"{query_id}\t{gold}\t1\n"
+    for cid in excluded:
+        yield f"{folder}/excluded.tsv", f"{query_id}\t{cid}\n"
+
+
+def _corpus_file(split: str) -> str:
+    return f"beir/corpus-{split}.jsonl"  # a key only: assembled into every move's beir/<move>/<split>/corpus.jsonl
+
+
+def _candidate_lines(row: dict[str, Any], split: str, corpus: bool) -> Iterator[tuple[str, str]]:
+    yield f"jsonl/{split}/candidates.jsonl", _line(row)
+    if corpus:
+        yield _corpus_file(split), _line({"_id": row["candidate_id"], "title": "", "text": row["text"]})
+
+
+# Column types whose values come out of Arrow's ``to_pylist`` as they come out of a Spark Row (a timestamp or a map
+# would not: tz-aware datetimes, lists of pairs), so the lines are the ones the driver wrote row by row before.
+_ARROW_SAFE = re.compile(r"(string|date|int|bigint|double|boolean|array<(string|date|int|bigint|double|boolean)>)")
+PART_SCHEMA = "file string, part string, lines bigint, bytes bigint, partition int"
+
+
+def _write_part(batches, staging: str, lines_of: Callable[[dict], Iterable[tuple[str, str]]]):
+    """On an executor: one partition's lines, one part per file (``<staging>/<file>/part-<partition>``).
+
+    Each part is written under a temporary name and renamed when complete, so a retried or speculative task
+    replaces it whole. Yields (file, part, lines, bytes, partition) for the driver to check and concatenate.
+    """
+    import pyarrow as pa
+    from pyspark import TaskContext
+
+    index = TaskContext.get().partitionId()  # the sorted frame's partition: this part's place in the file
+    handles, counts, attempt = {}, Counter(), uuid.uuid4().hex
+    try:
+        for batch in batches:
+            for row in batch.to_pylist():
+                for name, text in lines_of(row):
+                    if name not in handles:
+                        part = Path(staging, name, f"part-{index:05d}")
+                        part.parent.mkdir(parents=True, exist_ok=True)
+                        handles[name] = (part, open(f"{part}.{attempt}.tmp", "w", encoding="utf-8", newline="\n"))
+                    handles[name][1].write(text)
+                    counts[name] += 1
+    finally:
+        for _, out in handles.values():
+            out.close()
+    written = []
+    for name, (part, _) in handles.items():
+        os.replace(f"{part}.{attempt}.tmp", part)
+        written.append({"file": name, "part": str(part), "lines": counts[name], "bytes": part.stat().st_size,
+                        "partition": index})
+    yield pa.RecordBatch.from_pylist(written, schema=pa.schema([("file", pa.string()), ("part", pa.string()),
+                                                                ("lines", pa.int64()), ("bytes", pa.int64()),
+                                                                ("partition", pa.int32())]))
+
+
+def _write_parts(df: DataFrame, staging: Path, lines_of: Callable[[dict], Iterable[tuple[str, str]]]
+                 ) -> dict[str, list[tuple[str, int, int]]]:
+    """Every file's parts, written by the executors from ``df`` (sorted), in partition order: the file's order."""
+    unsafe = [f"{f.name} {f.dataType.simpleString()}" for f in df.schema.fields
+              if not _ARROW_SAFE.fullmatch(f.dataType.simpleString())]
+    if unsafe:
+        raise ValueError(f"export writes JSON lines of string, number, date and array columns, not {', '.join(unsafe)}")
+    written = df.mapInArrow(partial(_write_part, staging=str(staging), lines_of=lines_of), PART_SCHEMA).collect()
+    parts: dict[str, list[tuple[str, int, int]]] = {}
+    for w in sorted(written, key=lambda w: (w["file"], w["partition"])):
+        parts.setdefault(w["file"], []).append((w["part"], w["lines"], w["bytes"]))
+    return parts
+
+
+def _same(what: str, n: int, other: str, m: int) -> None:
+    """Two files that must hold the same rows: a difference means rows were lost or doubled in between."""
+    if n != m:
+        raise ReconciliationError(f"export: {what} {n} but {other} {m}")
+
+
+def _assemble(parts: list[tuple[str, int, int]], target: Path, header: str = "") -> int:
+    """Concatenate the parts into ``target`` in order, after ``header``; returns the lines copied (header not
+    counted), counted from the bytes, which must equal the lines the tasks said they wrote."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    lines = 0
+    with target.open("wb") as out:
+        out.write(header.encode("utf-8"))
+        for part, _, size in parts:
+            if not os.path.isfile(part) or os.path.getsize(part) != size:
+                raise ReconciliationError(f"export: part {part} of {target} is missing or not the {size} bytes its task wrote")
+            with open(part, "rb") as chunks:
+                while chunk := chunks.read(1 << 20):
+                    lines += chunk.count(b"\n")
+                    out.write(chunk)
+    if lines != sum(n for _, n, _ in parts):
+        raise ReconciliationError(f"export: {target} has {lines} lines but its parts' tasks wrote "
+                                  f"{sum(n for _, n, _ in parts)}")
+    return lines
 
 
 def _open(path: Path):
@@ -159,44 +265,32 @@ def export_release(
             df.orderBy(key).write.mode("overwrite").parquet(folder.as_uri())
             _tidy_parquet(folder)
 
-        # One pass over the split's queries writes the JSONL and every move's BEIR queries and qrels.
+        # One pass over the split's queries writes the JSONL and every move's BEIR queries, qrels and exclusions.
+        staging = base / PARTS / split
+        parts = _write_parts(q_split.orderBy("move", "query_id"), staging / "queries",
+                             partial(_query_lines, split=split))
+        n_queries = _assemble(parts.get(f"jsonl/{split}/queries.jsonl", []), base / "jsonl" / split / "queries.jsonl")
         per_move: dict[str, int] = {}
-        n_queries = 0
-        with ExitStack() as stack:
-            jsonl = stack.enter_context(_open(base / "jsonl" / split / "queries.jsonl"))
-            handles: dict[str, tuple[Any, Any, Any]] = {}
-            for row in _rows(q_split, ["move", "query_id"]):
-                n_queries += 1
-                jsonl.write(_line(row.asDict()))
-                move = row["move"]
-                if move not in handles:
-                    folder = base / "beir" / move / split
-                    qrels = stack.enter_context(_open(folder / "qrels" / f"{split}.tsv"))
-                    qrels.write("query-id\tcorpus-id\tscore\n")
-                    excluded = stack.enter_context(_open(folder / "excluded.tsv"))
-                    excluded.write("query-id\tcorpus-id\n")
-                    handles[move] = (stack.enter_context(_open(folder / "queries.jsonl")), qrels, excluded)
-                    per_move[move] = 0
-                beir_queries, qrels, excluded = handles[move]
-                per_move[move] += 1
-                beir_queries.write(_line({"_id": row["query_id"], "text": row["query_text"],  # BEIR reads _id, text
-                                          "gold_candidate_id": row["gold_candidate_id"],
-                                          "exclude_candidate_ids": list(row["exclude_candidate_ids"] or [])}))
-                qrels.write(f"{row['query_id']}\t{row['gold_candidate_id']}\t1\n")
-                for cid in row["exclude_candidate_ids"] or []:
-                    excluded.write(f"{row['query_id']}\t{cid}\n")
+        for move in sorted({name.split("/")[1] for name in parts if name.startswith("beir/")}):
+            folder = f"beir/{move}/{split}"
+            per_move[move] = _assemble(parts[f"{folder}/queries.jsonl"], base / folder / "queries.jsonl")
+            qrels = _assemble(parts[f"{folder}/qrels/{split}.tsv"], base / folder / "qrels" / f"{split}.tsv", QRELS_HEADER)
+            _same(f"{split} {move}: BEIR queries", per_move[move], "qrels lines", qrels)
+            _assemble(parts.get(f"{folder}/excluded.tsv", []), base / folder / "excluded.tsv", EXCLUDED_HEADER)
+        _same(f"{split}: JSONL queries", n_queries, "BEIR queries of all moves", sum(per_move.values()))
 
         # One pass over the split's pool writes the JSONL and the BEIR corpus, copied to every move.
-        n_candidates = 0
-        staging = base / "beir" / f".corpus-{split}.jsonl"
-        with _open(base / "jsonl" / split / "candidates.jsonl") as jsonl, _open(staging) as corpus:
-            for row in _rows(c_split, ["candidate_id"]):
-                n_candidates += 1
-                jsonl.write(_line(row.asDict()))
-                corpus.write(_line({"_id": row["candidate_id"], "title": "", "text": row["text"]}))
-        for move in sorted(per_move):
-            shutil.copyfile(staging, base / "beir" / move / split / "corpus.jsonl")
-        staging.unlink()
+        parts = _write_parts(c_split.orderBy("candidate_id"), staging / "candidates",
+                             partial(_candidate_lines, split=split, corpus=bool(per_move)))
+        n_candidates = _assemble(parts.get(f"jsonl/{split}/candidates.jsonl", []),
+                                 base / "jsonl" / split / "candidates.jsonl")
+        corpora = [base / "beir" / move / split / "corpus.jsonl" for move in sorted(per_move)]
+        if corpora:
+            corpus = _assemble(parts.get(_corpus_file(split), []), corpora[0])
+            _same(f"{split}: JSONL candidates", n_candidates, "BEIR corpus lines", corpus)
+        for copy in corpora[1:]:
+            shutil.copyfile(corpora[0], copy)
+        shutil.rmtree(staging)
 
         manifest["splits"][split] = {"queries": n_queries, "candidates": n_candidates, "queries_by_move": per_move}
         for move in sorted(set(moves) | set(per_move)):
@@ -213,6 +307,7 @@ def export_release(
         "card": CARD_FILE,
     }
     manifest["name"], manifest["license"] = about.name, about.license
+    shutil.rmtree(base / PARTS, ignore_errors=True)
     _write_stats(base, about.stats)
     data_files = sorted(p for name in ("parquet", "jsonl", "beir", "stats") for p in (base / name).rglob("*") if p.is_file())
     hashes = {p.relative_to(base).as_posix(): sha256_file(p) for p in data_files}
