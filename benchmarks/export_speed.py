@@ -33,7 +33,7 @@ from pathlib import Path
 from cluster_scale import ProcessTree  # benchmarks/, the script's folder
 
 def _session(conf: str, sets: list[str]):
-    from ratio_spark.core.config import load_config
+    from ratio_spark.config import load_config
     from ratio_spark.pipeline.session import build_spark_session
 
     config = load_config(conf, sets)
