@@ -58,14 +58,18 @@ def main() -> None:
     parser.add_argument("--sentences", required=True, help="a sentences Delta table")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--set", action="append", default=["spark.conf.spark.driver.memory=768m"])
+    parser.add_argument("--after-set", action="append", default=[],
+                        help="a setting for the after side only (compare settings on one checkout: --before . --after .)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     runs: dict[str, list[dict]] = {"before": [], "after": []}
     for repeat in range(args.repeats):
         for label, checkout in (("before", args.before), ("after", args.after)):
-            runs[label].append(one_run(checkout, args.sentences, args.set))
+            settings = args.set + (args.after_set if label == "after" else [])
+            runs[label].append(one_run(checkout, args.sentences, settings))
             print(label, repeat + 1, runs[label][-1], flush=True)
     report = {"before": str(args.before.resolve()), "after": str(args.after.resolve()), "settings": args.set,
+              "after_settings": args.after_set,
               "runs": runs, "median_seconds": {k: statistics.median(r["seconds"] for r in v) for k, v in runs.items()},
               "median_cpu_seconds": {k: statistics.median(r["cpu_seconds"] for r in v) for k, v in runs.items()}}
     print(json.dumps({k: report[k] for k in ("median_seconds", "median_cpu_seconds")}))

@@ -290,7 +290,8 @@ def export_release(
             _same(f"{split}: JSONL candidates", n_candidates, "BEIR corpus lines", corpus)
         for copy in corpora[1:]:
             shutil.copyfile(corpora[0], copy)
-        shutil.rmtree(staging)
+        if staging.exists():  # a split without rows has no parts
+            shutil.rmtree(staging)
 
         manifest["splits"][split] = {"queries": n_queries, "candidates": n_candidates, "queries_by_move": per_move}
         for move in sorted(set(moves) | set(per_move)):

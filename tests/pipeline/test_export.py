@@ -89,6 +89,19 @@ def test_files_hold_every_row_once_in_order_across_partitions(spark, tmp_path, m
     assert not (root / export.PARTS).exists()
 
 
+def test_a_split_without_rows_gets_empty_files_and_no_beir_folder(spark, tmp_path):
+    """A small corpus can leave a split empty (no paper after the cut-off): its files exist and are empty."""
+    queries, candidates, q, c = _frames(spark, n_candidates=60, n_queries=30)
+    manifest = export.export_release(q.filter("split != 'test'"), c.filter("split != 'test'"), tmp_path / "release")
+    root = tmp_path / "release"
+    assert (root / "jsonl" / "test" / "queries.jsonl").read_text() == ""
+    assert (root / "jsonl" / "test" / "candidates.jsonl").read_text() == ""
+    assert manifest["splits"]["test"] == {"queries": 0, "candidates": 0, "queries_by_move": {}}
+    assert sorted(manifest["beir_skipped"]) == ["address/test", "broaden/test", "specify/test"]
+    assert manifest["splits"]["train"]["queries"] == sum(r["split"] == "train" for r in queries)
+    assert not (root / "beir" / "address" / "test").exists() and not (root / export.PARTS).exists()
+
+
 def test_a_missing_or_short_part_fails_the_export(tmp_path):
     part = tmp_path / "part-00000"
     part.write_text("a\nb\n")
