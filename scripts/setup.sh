@@ -69,4 +69,8 @@ echo "setup: fetching the jars (Delta Lake; Spark NLP too with the dev extra; ca
 # Every component with the dev extra: the tests run both segment engines (Spark NLP's jars are ~270 MB).
 case ",$EXTRAS," in *,dev,*) jars_all=--all ;; *) jars_all= ;; esac
 "$VENV/bin/ratio-spark" jars $jars_all > /dev/null
+# The JVM class archive local sessions start faster with (~160 MB beside the jars; written once per Java,
+# pyspark and jars, since it only fits the class path it was written with: a no-op when it is there).
+"$VENV/bin/ratio-spark" jars --class-archive > /dev/null
+
 echo "setup: ready ($("$VENV/bin/python" -c 'import pyspark, sparknlp, delta; print("pyspark", pyspark.__version__, "| spark-nlp", sparknlp.version())'))"

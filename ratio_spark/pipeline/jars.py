@@ -41,10 +41,15 @@ def components(config: PipelineConfig, stages: Iterable[str] = ("segment",)) -> 
     return ("delta",)
 
 
+def profile_folder(profile: str, cache_dir: Path | str | None) -> Path:
+    """The cache folder of one Spark line: a folder per component, and the class archive (``class_archive``)."""
+    return Path(cache_dir or paths.cache_dir("jars")).expanduser() / profile
+
+
 def _folder(profile: str, component: str, cache_dir: Path | str | None) -> Path:
     if component not in COMPONENTS:
         raise ValueError(f"unknown jar component {component!r}; expected one of {COMPONENTS}")
-    return Path(cache_dir or paths.cache_dir("jars")).expanduser() / profile / component
+    return profile_folder(profile, cache_dir) / component
 
 
 def is_cached(profile: str = DEFAULT_PROFILE, cache_dir: Path | str | None = None,

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from ratio_spark.core.errors import UserError
-from ratio_spark.pipeline.jars import COMPONENTS, ensure_jars
+from ratio_spark.pipeline.class_archive import archive_path, java_options, with_java_options
+from ratio_spark.pipeline.jars import COMPONENTS, ensure_jars, profile_folder
 from ratio_spark.pipeline.settings import SparkConfig
 
 _DELTA_CONF = {
@@ -64,11 +66,19 @@ def _check_submitted_jars(config: SparkConfig, submitted: dict[str, str], spark_
                     "spark.jars.mode to provided when the cluster has them")
 
 
+def class_archive(config: SparkConfig, jars: list[Path]) -> Path | None:
+    """The class archive of a local session with ``jars`` on its class path, when ``ratio-spark jars
+    --class-archive`` wrote one (it writes Delta Lake's: a Spark NLP session has none and starts without it)."""
+    archive = archive_path(jars, profile_folder(config.jars.profile, config.jars.cache_dir))
+    return archive if archive is not None and archive.exists() else None
+
+
 def build_spark_session(config: SparkConfig, spark_nlp: bool = False) -> SparkSession:
     """Return a SparkSession with Delta Lake, and with Spark NLP when ``spark_nlp`` (only the segment stage with
     ``segment.engine: sparknlp`` needs it: ``jars.components``), as ``config`` describes."""
     builder = SparkSession.builder.appName(config.app_name)
     settings: dict[str, str] = {}
+    archive = None
     if config.master:
         builder = builder.master(config.master)
         if config.master.startswith("local"):
@@ -81,16 +91,22 @@ def build_spark_session(config: SparkConfig, spark_nlp: bool = False) -> SparkSe
         _check_submitted_jars(config, submitted, spark_nlp)
     elif config.jars.mode == "local":
         wanted = COMPONENTS if spark_nlp else ("delta",)
-        jars = [str(j) for j in ensure_jars(config.jars.profile, config.jars.cache_dir, wanted=wanted)]
+        jar_files = ensure_jars(config.jars.profile, config.jars.cache_dir, wanted=wanted)
+        jars = [str(j) for j in jar_files]
         if config.master and config.master.startswith("local"):
             # One JVM is driver and executor: the jars go on its class path. spark.jars would also copy
             # all of them into the executor's work folder before the first task of every run.
             settings["spark.driver.extraClassPath"] = os.pathsep.join(jars)
+            own_archive = any(flag in config.conf.get("spark.driver.extraJavaOptions", "")
+                              for flag in ("SharedArchiveFile", "ArchiveClassesAtExit"))  # the user's wins
+            archive = class_archive(config, jar_files) if config.class_archive and not own_archive else None
         else:
             settings["spark.jars"] = ",".join(jars)
     elif config.jars.mode == "packages":
         settings["spark.jars.packages"] = ",".join(config.jars.packages_for(spark_nlp))
     settings.update(config.conf)
+    if archive is not None:
+        settings = with_java_options(settings, java_options(archive))
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -104,3 +120,20 @@ def has_spark_nlp(spark: SparkSession) -> bool:
 
     # py4j answers a class it cannot load with a JavaPackage of that name (the way sparknlp itself loads them).
     return isinstance(spark.sparkContext._jvm.com.johnsnowlabs.nlp.DocumentAssembler, JavaClass)
+
+
+def start_and_exit(work: str, config_json: str) -> None:
+    """What every Spark command does (a session, a Delta write, a read, a count), then the JVM's exit, waited for:
+    the child process in which ``class_archive.build_archive`` has the JVM write the classes it loaded."""
+    from pyspark import SparkContext
+
+    spark = build_spark_session(SparkConfig.model_validate_json(config_json))
+    table = os.path.join(work, "table")
+    spark.range(1000).selectExpr("id", "cast(id as string) as text").write.format("delta").save(table)
+    spark.read.format("delta").load(table).filter("id % 2 = 0").groupBy().count().collect()
+    spark.read.format("delta").load(table).count()
+    spark.stop()
+    gateway = SparkContext._gateway
+    gateway.shutdown()
+    gateway.proc.stdin.close()  # the JVM exits at the end of its input, and writes the archive as it exits
+    gateway.proc.wait(timeout=300)

@@ -42,6 +42,9 @@ class SparkConfig(StrictModel):
     log_level: Literal["ERROR", "WARN", "INFO", "DEBUG"] = "ERROR"
     progress_interval_s: float = Field(default=25, gt=0)  # a stage's status-tracker line: no 30 s without a line
     jars: JarsConfig = Field(default_factory=JarsConfig)
+    # Local sessions map the JVM class archive that `ratio-spark jars --class-archive` wrote, when there is one
+    # (pipeline/class_archive.py: a shorter start).
+    class_archive: bool = True
     conf: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("conf", mode="before")
