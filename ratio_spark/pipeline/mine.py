@@ -18,7 +18,7 @@ from pyspark.sql import types as T
 
 from ratio_spark.core.schema import TABLES, Reason
 from ratio_spark.lexicon.loader import Lexicon
-from ratio_spark.lexicon.matcher import CutPatterns, PairCutter, cut_patterns
+from ratio_spark.lexicon.matcher import SPACE_CHARACTERS, CutPatterns, PairCutter, cut_patterns
 from ratio_spark.pipeline.pairs import consecutive_pairs
 from ratio_spark.pipeline.tables import drop_rows
 
@@ -163,6 +163,20 @@ def _after(text: Column, removed: Column) -> Column:
     return text.substr(removed + 1, F.lit(2**31 - 1))
 
 
+def _trim(function: str, text: Column) -> Column:
+    """``ltrim``/``rtrim`` of ``text`` by every ``str.isspace`` character. (Spark's two-argument form takes the
+    characters first.)"""
+    return F.call_function(function, F.lit(SPACE_CHARACTERS), text)
+
+
+def _strip_opening_comma(text: Column) -> Column:
+    r"""``text`` without its leading spaces, one comma after them and the spaces after that, and its trailing
+    spaces: the regex ``^\s*,?\s*|\s+$`` (Python's ``\s``) with trim functions, which run ~4x faster."""
+    leading = _trim("ltrim", text)
+    after_comma = F.when(leading.startswith(","), _after(leading, F.lit(1))).otherwise(leading)
+    return _trim("rtrim", _trim("ltrim", after_comma))
+
+
 def _matched_length(text: Column, pattern: str) -> Column:
     """The length of the match of ``pattern`` (anchored at the start) in ``text``; 0 where it does not match."""
     return F.length(F.regexp_extract(text, f"({pattern})", 1))
@@ -253,8 +267,8 @@ def _original_rule(frame: DataFrame, original: str, normalised: str, cut: str, o
     )
     end = F.coalesce(F.col("_o_end"), F.when(F.col("_o_after_lead") > 0, F.col("_o_lead") + F.col("_o_after_lead")),
                      F.when(F.col("_o_at_start") > 0, F.col("_o_at_start")))
-    rest = F.regexp_replace(_after(F.col(original), end), f"^{space}*,?{space}*|{space}+$", "")
-    frame = frame.withColumn(target, F.when(F.col("_o_words") == "", F.regexp_replace(F.col(original), f"^{space}+|{space}+$", ""))
+    rest = _strip_opening_comma(_after(F.col(original), end))
+    frame = frame.withColumn(target, F.when(F.col("_o_words") == "", _trim("rtrim", _trim("ltrim", F.col(original))))
                                       .otherwise(rest))
     return frame.drop("_o_removed", "_o_words", "_o_lead", "_o_end", "_o_after_lead", "_o_at_start")
 

@@ -555,3 +555,30 @@ def test_the_sql_rules_give_the_python_rules_rows_on_many_pairs(spark):
                                                     "citation_formula_placeholders"}
     differ = [(pair, want, have) for pair, want, have in zip(pairs, expected, got) if want != have]
     assert not differ, f"{len(differ)} of {len(pairs)} pairs differ, e.g. {differ[:3]}"
+
+
+def test_the_space_characters_are_pythons_whitespace():
+    """``SPACE_CHARACTERS`` (Spark's trims in the original-text rule) is exactly ``str.isspace``."""
+    import sys
+
+    from ratio_spark.lexicon.matcher import SPACE_CHARACTERS
+
+    assert set(SPACE_CHARACTERS) == {chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()}
+
+
+def test_the_trims_strip_what_the_regex_stripped(spark):
+    """The original-text rule strips its cut with trim functions instead of the regex ``^\\s*,?\\s*|\\s+$`` (issue 28:
+    4x faster in the JVM); on texts with every kind of whitespace and commas at both ends, the same result."""
+    import re
+
+    from pyspark.sql import functions as F
+
+    from ratio_spark.lexicon.matcher import SPACE_CHARACTERS
+    from ratio_spark.pipeline.mine import _strip_opening_comma
+
+    texts = ["", " ", ",", " , ", ",,x", " ,, x ,", "x", "x,", " ,x ", "\u00a0,\u2003we do x.\u3000", "\t, , a b \n",
+             ",\u2028", "a\u00a0\u00a0b", *(f"{c},{c}we{c}x{c}" for c in SPACE_CHARACTERS), None]
+    rows = spark.createDataFrame([(i, t) for i, t in enumerate(texts)], "i int, t string")
+    got = dict(rows.select("i", _strip_opening_comma(F.col("t")).alias("s")).collect())
+    want = {i: None if t is None else re.sub(r"^\s*,?\s*|\s+$", "", t) for i, t in enumerate(texts)}
+    assert got == want
