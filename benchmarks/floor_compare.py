@@ -23,12 +23,9 @@ from pathlib import Path
 import psutil
 
 
-def one_run(checkout: Path, sentences: str, settings: list[str]) -> dict:
-    out = Path(tempfile.mkdtemp(prefix="floor-")) / "one_row"
-    command = [sys.executable, str(checkout / "benchmarks" / "mining_vs_pandas.py"), "floor", "--sentences",
-               str(Path(sentences).resolve()), "--conf", str(checkout / "conf" / "acl.yaml"), "--out", str(out)]
-    for setting in settings:
-        command += ["--set", setting]
+def measure(command: list[str], checkout: Path) -> dict:
+    """Run ``command`` in ``checkout`` (first on ``PYTHONPATH``): wall seconds, the CPU seconds of its whole process
+    tree (the JVM included, sampled every 0.1 s) and the 1-minute load average before it."""
     env = {**os.environ, "PYTHONPATH": str(checkout.resolve())}
     load = os.getloadavg()[0]
     log = tempfile.TemporaryFile(mode="w+")
@@ -47,8 +44,17 @@ def one_run(checkout: Path, sentences: str, settings: list[str]) -> dict:
     seconds = time.perf_counter() - started
     if process.returncode != 0:
         log.seek(0)
-        raise SystemExit(f"floor failed in {checkout}:\n{log.read()[-3000:]}")
+        raise SystemExit(f"failed in {checkout}: {' '.join(command)}\n{log.read()[-3000:]}")
     return {"seconds": round(seconds, 2), "cpu_seconds": round(sum(cpu.values()), 2), "load_before": round(load, 2)}
+
+
+def one_run(checkout: Path, sentences: str, settings: list[str]) -> dict:
+    out = Path(tempfile.mkdtemp(prefix="floor-")) / "one_row"
+    command = [sys.executable, str(checkout / "benchmarks" / "mining_vs_pandas.py"), "floor", "--sentences",
+               str(Path(sentences).resolve()), "--conf", str(checkout / "conf" / "acl.yaml"), "--out", str(out)]
+    for setting in settings:
+        command += ["--set", setting]
+    return measure(command, checkout)
 
 
 def main() -> None:

@@ -53,3 +53,26 @@ def test_trie_alternation_matches_exactly_the_words():
             assert bool(pattern.fullmatch(probe)) == (probe in words), probe
     # one branch per first character at the top: the engine tries a handful of branches, not every word
     assert trie_alternation(["fig", "figs", "eq", "eqs"]) == "(?:eq(?:s)?|fig(?:s)?)"
+
+
+def test_collapse_whitespace_is_the_regex_it_replaced():
+    """``collapse_whitespace`` splits with ``str.split`` (issue 28: ingest's parsers call it on every paragraph);
+    on text with every whitespace character of Unicode, in runs, at both ends, it gives what ``\\s+`` gave."""
+    import random
+    import re
+    import sys
+
+    from ratio_spark.core.text import collapse_whitespace
+
+    spaces = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]
+    near = ["\u200b", "\ufeff", "\u180e", "\x00", "-", "a", "é", "字"]  # not whitespace to Python
+    rng = random.Random(7)
+    texts = ["", " ", "a", *spaces, *(f"{s}a{s}{s}b{s}" for s in spaces)]
+    texts += ["".join(rng.choice(spaces + near) for _ in range(rng.randrange(30))) for _ in range(2000)]
+    for text in texts:
+        assert collapse_whitespace(text) == re.sub(r"\s+", " ", text).strip(), repr(text)
+
+
+def test_dehyphenate_without_a_hyphen_and_space_is_unchanged():
+    assert dehyphenate("state-of-the-art, how -ever") == "state-of-the-art, how -ever"
+    assert dehyphenate("how-\u00a0ever") == "how-\u00a0ever"  # only "- " is a PDF line break's hyphen

@@ -25,6 +25,8 @@ from typing import Any, Callable, Iterable, TypedDict
 
 from pyspark.sql import types as T
 
+from ratio_spark.core.text import collapse_whitespace
+
 SENTINEL = "\ue010"  # private use: never content (the normalisation deletes the whole block)
 NO_BIBLIOGRAPHY = "no_bibliography"
 BIBLIOGRAPHY_ERROR = "bibliography_error"
@@ -76,7 +78,6 @@ class Mention(TypedDict):
 
 # ------------------------------------------------------------------------------------------ ids
 
-_WS = re.compile(r"\s+")
 _DOI = re.compile(r"\b(10\.\d{4,9}/[^\s\"<>]+)", re.IGNORECASE)
 _ARXIV_NEW = re.compile(r"(?<![\d.])(\d{4}\.\d{4,5})(?:v\d+)?(?![\d])")
 _ARXIV_OLD = re.compile(r"\b([a-z][a-z-]+(?:\.[A-Z]{2})?/\d{7})(?:v\d+)?\b")
@@ -137,7 +138,7 @@ def clean_field(text: Any, clean: Callable[[str], str] | None = None) -> str | N
     """A bibliography string: whitespace collapsed, optionally de-hyphenated, None when empty."""
     if not isinstance(text, str):
         return None
-    out = _WS.sub(" ", text).strip()
+    out = collapse_whitespace(text)
     if clean is not None:
         out = clean(out)
     return out or None

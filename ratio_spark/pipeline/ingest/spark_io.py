@@ -23,6 +23,7 @@ import gzip
 import importlib
 import io
 import lzma
+import math
 import re
 import tarfile
 import zlib
@@ -62,6 +63,10 @@ ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", "
 # Spark's binaryFile hands a file to Python in one piece and cannot above 2 GiB (a JVM array).
 MAX_FILE_BYTES = 2**31 - 1
 RECORDS_PER_BATCH = 512  # a compressed line file can hold 100,000s of papers: hand them back in slices
+# Files handed to one Python task at least: a task costs ~70 ms to start, a TEI file ~7 ms to parse, and Spark's
+# scan packs only ~31 small files into a partition (its 4 MB open cost per file): 3x the tasks' parse time
+# went to starting them (docs/performance.md, "Ingest").
+FILES_PER_PYTHON_TASK = 256
 
 Parser = Callable[[bytes, str, ReaderOptions], list[ParsedRecord]]
 _FILE_URI = re.compile(r"^file:///")  # a local file's URI, as Spark's inputFiles spells it
@@ -252,13 +257,12 @@ def _line_mapper(options: ReaderOptions):
     return run
 
 
-def empty_file_rejects(spark: SparkSession, listing: DataFrame, source_format: str) -> DataFrame:
+def empty_file_rejects(spark: SparkSession, listing: DataFrame, listed_uris: list[str], source_format: str) -> DataFrame:
     """A reject row for every zero-length file of ``listing`` (a ``binaryFile`` read). Spark's file index lists
-    them (``inputFiles``, one call) but its scans skip them, so they are the listed files the scan does not return,
-    found by a Spark join; walking the files one by one through py4j cost the driver 3-4 ms a file."""
+    them (``listed_uris``: its ``inputFiles``, one call) but its scans skip them, so they are the listed files the
+    scan does not return, found by a Spark join; walking the files one by one through py4j cost the driver 3-4 ms a file."""
     # inputFiles spells a path as a URI (file:///a%20b), the scan's path column as Hadoop's Path (file:/a b).
-    listed = spark.createDataFrame([(unquote(_FILE_URI.sub("file:/", uri)),) for uri in listing.inputFiles()],
-                                   "path string")
+    listed = spark.createDataFrame([(unquote(_FILE_URI.sub("file:/", uri)),) for uri in listed_uris], "path string")
     empty = listed.join(listing.select("path"), "path", "left_anti")
     values = {"source_format": F.lit(source_format), "source_path": F.col("path"),
               "reject_reason": F.lit(Reason.EMPTY_FILE), "reject_detail": F.lit("the file has no content")}
@@ -283,7 +287,9 @@ def read_records(spark: SparkSession, path: str, options: ReaderOptions) -> Data
              for r in special if r.length > MAX_FILE_BYTES and not r.path.lower().endswith(PLAIN_LINE_SUFFIXES)]
     # The length filter is applied before the content is read (binaryFile pushes it down).
     per_file = listing.filter(~plain_lines & ~too_large).select("path", "content")
-    frames: list[DataFrame] = [per_file.mapInArrow(_file_mapper(options), RECORD_SCHEMA)]
+    listed_uris = listing.inputFiles()
+    tasks = max(2 * spark.sparkContext.defaultParallelism, math.ceil(len(listed_uris) / FILES_PER_PYTHON_TASK))
+    frames: list[DataFrame] = [per_file.coalesce(tasks).mapInArrow(_file_mapper(options), RECORD_SCHEMA)]
     if line_paths:
         lines = (
             spark.read.text(line_paths)
@@ -297,7 +303,7 @@ def read_records(spark: SparkSession, path: str, options: ReaderOptions) -> Data
         # Lines have no number in a distributed read; a content hash names each one stably.
         lines = lines.withColumn("line_key", F.lpad(F.lower(F.hex(F.xxhash64("raw"))), 16, "0"))
         frames.append(lines.mapInArrow(_line_mapper(options), RECORD_SCHEMA))
-    frames.append(empty_file_rejects(spark, listing, options.format))
+    frames.append(empty_file_rejects(spark, listing, listed_uris, options.format))
     if large:
         frames.append(_rejects_frame(spark, large))
     out = frames[0]
