@@ -13,12 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-from floor_compare import measure
+from floor_compare import interleaved, measure
 
 
 def one_run(checkout: Path, arguments: list[str], tables: Path | None) -> dict:
@@ -46,17 +45,8 @@ def main() -> None:
     parser.add_argument("arguments", nargs=argparse.REMAINDER, help="-- then the ratio-spark command and its options")
     args = parser.parse_args()
     arguments = args.arguments[1:] if args.arguments[:1] == ["--"] else args.arguments
-    runs: dict[str, list[dict]] = {"before": [], "after": []}
-    for repeat in range(args.repeats):
-        for label, checkout in (("before", args.before), ("after", args.after)):
-            runs[label].append(one_run(checkout, arguments, args.tables))
-            print(label, repeat + 1, json.dumps(runs[label][-1]), flush=True)
-    report = {"before": str(args.before.resolve()), "after": str(args.after.resolve()), "command": arguments, "runs": runs,
-              "median_seconds": {k: statistics.median(r["seconds"] for r in v) for k, v in runs.items()},
-              "median_cpu_seconds": {k: statistics.median(r["cpu_seconds"] for r in v) for k, v in runs.items()}}
-    print(json.dumps({k: report[k] for k in ("median_seconds", "median_cpu_seconds")}))
-    if args.out:
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
+    interleaved(args.before, args.after, args.repeats, lambda label, checkout: one_run(checkout, arguments, args.tables),
+                {"command": arguments}, args.out)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,22 @@ def measure(command: list[str], checkout: Path) -> dict:
     return {"seconds": round(seconds, 2), "cpu_seconds": round(sum(cpu.values()), 2), "load_before": round(load, 2)}
 
 
+def interleaved(before: Path, after: Path, repeats: int, run, extra: dict, out: Path | None) -> None:
+    """``run(label, checkout)`` for before and after in turn, ``repeats`` times; the runs, their medians and
+    ``extra`` printed and written to ``out``."""
+    runs: dict[str, list[dict]] = {"before": [], "after": []}
+    for repeat in range(repeats):
+        for label, checkout in (("before", before), ("after", after)):
+            runs[label].append(run(label, checkout))
+            print(label, repeat + 1, json.dumps(runs[label][-1]), flush=True)
+    report = {"before": str(before.resolve()), "after": str(after.resolve()), **extra, "runs": runs,
+              "median_seconds": {k: statistics.median(r["seconds"] for r in v) for k, v in runs.items()},
+              "median_cpu_seconds": {k: statistics.median(r["cpu_seconds"] for r in v) for k, v in runs.items()}}
+    print(json.dumps({k: report[k] for k in ("median_seconds", "median_cpu_seconds")}))
+    if out:
+        out.write_text(json.dumps(report, indent=2) + "\n")
+
+
 def one_run(checkout: Path, sentences: str, settings: list[str]) -> dict:
     out = Path(tempfile.mkdtemp(prefix="floor-")) / "one_row"
     command = [sys.executable, str(checkout / "benchmarks" / "mining_vs_pandas.py"), "floor", "--sentences",
@@ -68,19 +84,10 @@ def main() -> None:
                         help="a setting for the after side only (compare settings on one checkout: --before . --after .)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    runs: dict[str, list[dict]] = {"before": [], "after": []}
-    for repeat in range(args.repeats):
-        for label, checkout in (("before", args.before), ("after", args.after)):
-            settings = args.set + (args.after_set if label == "after" else [])
-            runs[label].append(one_run(checkout, args.sentences, settings))
-            print(label, repeat + 1, runs[label][-1], flush=True)
-    report = {"before": str(args.before.resolve()), "after": str(args.after.resolve()), "settings": args.set,
-              "after_settings": args.after_set,
-              "runs": runs, "median_seconds": {k: statistics.median(r["seconds"] for r in v) for k, v in runs.items()},
-              "median_cpu_seconds": {k: statistics.median(r["cpu_seconds"] for r in v) for k, v in runs.items()}}
-    print(json.dumps({k: report[k] for k in ("median_seconds", "median_cpu_seconds")}))
-    if args.out:
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
+    interleaved(args.before, args.after, args.repeats,
+                lambda label, checkout: one_run(checkout, args.sentences,
+                                                args.set + (args.after_set if label == "after" else [])),
+                {"settings": args.set, "after_settings": args.after_set}, args.out)
 
 
 if __name__ == "__main__":

@@ -44,11 +44,11 @@ from ratio_spark.core.text import LEADING_LIST_MARKER_PATTERN, trie_alternation
 _WORD_PUNCTUATION = "_-'’"
 # Python's Unicode \w, spelled per engine (java.util.regex's \w is ASCII-only).
 _WORD_CHARS = {"python": r"\w", "java": r"\p{L}\p{N}_"}
-# Python's \s (str.isspace) in Java, whose \s is ASCII-only: the original texts keep the readers' spacing.
-_JAVA_SPACE = r"[\s\x1c-\x1f\x85\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
-# The same characters as a string, for Spark's trim functions (much faster than a regex at the end of a text).
+# Python's whitespace (str.isspace), for Spark's trim functions (much faster than a regex at the end of a text),
+# and as a Java character class (Java's \s is ASCII-only): the original texts keep the readers' spacing.
 SPACE_CHARACTERS = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B)))
                     + "\u2028\u2029\u202f\u205f\u3000")
+_JAVA_SPACE = "[" + "".join(f"\\u{ord(c):04x}" for c in SPACE_CHARACTERS) + "]"
 # The comma after a marker or ordinal, with the empty commas normalisation leaves where it removed a
 # citation ("for example, [12], and x" -> "for example, , and x"): the gold starts after all of them.
 COMMA_RUN = r"\s*,[\s,]*"

@@ -81,10 +81,8 @@ def build_archive(config: SparkConfig) -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f"{target.stem}.{os.getpid()}.partial")
-    dumping = config.model_copy(update={
-        "class_archive": False,
-        "conf": with_java_options(config.conf, f"-XX:ArchiveClassesAtExit={partial} {_SILENT}"),
-    })
+    # (a session whose options name an archive maps none of ours: ``session.class_archive``)
+    dumping = config.model_copy(update={"conf": with_java_options(config.conf, f"-XX:ArchiveClassesAtExit={partial} {_SILENT}")})
     with tempfile.TemporaryDirectory(prefix="class-archive-") as work:
         command = [sys.executable, "-c", "import sys; from ratio_spark.pipeline.session import start_and_exit; "
                    "start_and_exit(sys.argv[1], sys.argv[2])", work, dumping.model_dump_json()]

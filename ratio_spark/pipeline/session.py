@@ -68,7 +68,11 @@ def _check_submitted_jars(config: SparkConfig, submitted: dict[str, str], spark_
 
 def class_archive(config: SparkConfig, jars: list[Path]) -> Path | None:
     """The class archive of a local session with ``jars`` on its class path, when ``ratio-spark jars
-    --class-archive`` wrote one (it writes Delta Lake's: a Spark NLP session has none and starts without it)."""
+    --class-archive`` wrote one (it writes Delta Lake's: a Spark NLP session has none and starts without it) and
+    ``spark.class_archive`` is on; None also when the configuration's JVM options name an archive of their own."""
+    own = config.conf.get("spark.driver.extraJavaOptions", "")
+    if not config.class_archive or "SharedArchiveFile" in own or "ArchiveClassesAtExit" in own:
+        return None
     archive = archive_path(jars, profile_folder(config.jars.profile, config.jars.cache_dir))
     return archive if archive is not None and archive.exists() else None
 
@@ -97,9 +101,7 @@ def build_spark_session(config: SparkConfig, spark_nlp: bool = False) -> SparkSe
             # One JVM is driver and executor: the jars go on its class path. spark.jars would also copy
             # all of them into the executor's work folder before the first task of every run.
             settings["spark.driver.extraClassPath"] = os.pathsep.join(jars)
-            own_archive = any(flag in config.conf.get("spark.driver.extraJavaOptions", "")
-                              for flag in ("SharedArchiveFile", "ArchiveClassesAtExit"))  # the user's wins
-            archive = class_archive(config, jar_files) if config.class_archive and not own_archive else None
+            archive = class_archive(config, jar_files)
         else:
             settings["spark.jars"] = ",".join(jars)
     elif config.jars.mode == "packages":
