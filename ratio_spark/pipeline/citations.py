@@ -52,13 +52,15 @@ def bibliography_entries(papers: DataFrame) -> DataFrame:
 
 def mention_outcomes(papers: DataFrame, sentences: DataFrame) -> DataFrame:
     """One row per mention: entry id, section heading, sentence id (when found) and its ``outcome``."""
+    # The headings taken before the explode: so the scan reads them alone, not the sections' paragraphs.
     mentions = papers.select(
-        "paper_id", "sections", "bibliography.entries",
-        F.posexplode("bibliography.mentions").alias("mention_idx", "mention"),
+        "paper_id", F.col("sections.heading").alias("headings"), "bibliography.entries", "bibliography.mentions",
+    ).select(
+        "paper_id", "headings", "entries", F.posexplode("mentions").alias("mention_idx", "mention"),
     ).select(
         "paper_id", "mention_idx", "mention.*",
         F.exists("entries", lambda e: e["entry_id"] == F.col("mention.entry_id")).alias("entry_known"),
-        F.col("sections")[F.col("mention.section_idx")]["heading"].alias("section_heading"),
+        F.col("headings")[F.col("mention.section_idx")].alias("section_heading"),
     )
     starts = sentences.select(
         "paper_id", "section_idx", "para_idx", F.col("char_start").alias("s_start"), "sentence_id",

@@ -119,15 +119,22 @@ class Citations(Stage):
     settings = "citations"
 
     def process(self, io) -> Outcome:
+        from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
         from ratio_spark.pipeline.citations import build_references, citations_summary
 
         papers, sentences = io.read("papers"), io.read("sentences")
-        with io.phase("locating mentions in sentences, resolving bibliography entries and writing references"):
-            references, outcomes = build_references(papers, sentences, io.settings)
-            written = io.write("references", references)
-        counts = citations_summary(papers, written, outcomes)
+        references, outcomes = build_references(papers, sentences, io.settings)
+        # Persisted: the references and the summary's counts both read the mentions placed in sentences, so
+        # the sentences are read and joined once.
+        outcomes = outcomes.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            with io.phase("locating mentions in sentences, resolving bibliography entries and writing references"):
+                written = io.write("references", references)
+            counts = citations_summary(papers, written, outcomes)
+        finally:
+            outcomes.unpersist()
         entries = papers.select(F.sum(F.size(F.coalesce("bibliography.entries", F.array())))).first()[0] or 0
         return Outcome(counts, [Balance("bibliography entries", entries, {"references": counts["bibliography_entries"]})])
 

@@ -313,8 +313,17 @@ def test_each_mention_lands_in_the_sentence_that_holds_it(citations_run):
     n_mentions = sum(len(b["mentions"]) for b in papers.bibliography if b is not None)
     assert sum(outcome.values()) == summaries["citations"]["mentions"] == n_mentions
     assert outcome["in_sentence"] == sum(len(ids) for ids in refs.mention_sentence_ids) > 50
+    n_headings = 0
     for paper_id, bibliography in papers.bibliography.dropna().items():
         assert {m["entry_id"] for m in bibliography["mentions"]} - {None} <= set(refs[refs.paper_id == paper_id].entry_id)
+        # Each entry's mention sections: the headings of its mentions' sections, in text order.
+        headings = [s["heading"] for s in papers.sections[paper_id]]
+        for entry in refs[refs.paper_id == paper_id].itertuples():
+            expected = [headings[m["section_idx"]] for m in bibliography["mentions"]
+                        if m["entry_id"] == entry.entry_id and m["section_idx"] is not None
+                        and headings[m["section_idx"]] is not None]
+            assert list(entry.mention_sections) == expected
+            n_headings += len(expected)
         for mention in bibliography["mentions"]:
             if mention["entry_id"] is None:
                 continue
@@ -325,5 +334,6 @@ def test_each_mention_lands_in_the_sentence_that_holds_it(citations_run):
             assert any(h.section_idx == mention["section_idx"] and h.para_idx == mention["para_idx"]
                        and h.char_start <= mention["char_offset"] < h.char_end
                        and para[h.char_start:h.char_end] == h.text for h in holders)
+    assert n_headings > 50
     added = refs[(refs.paper_id == "D18-1256") & (refs.entry_id == "b900")].iloc[0]
     assert added.mention_count == 1 and "(Again, 2017)" in sentences.loc[added.mention_sentence_ids[0]].text
