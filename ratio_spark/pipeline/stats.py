@@ -116,14 +116,14 @@ def stats_yield(mined_pairs: DataFrame, consecutive_pairs_examined: int) -> Data
         "role", _label().alias("label"),
         F.concat_ws("\u001f", text_key(F.col("query_text")), text_key(F.col("gold_text"))).alias("_pair_key"),
     )
-    per_label = keyed.groupBy("role", "label").agg(
-        F.count("*").alias("pairs_mined"), F.countDistinct("_pair_key").alias("pairs")
+    # One pass over the keys: per (role, label), and per role (the move row is "all": a (query, gold) pair under
+    # two moves counts once, as in the paper's total).
+    grouped = keyed.rollup("role", "label").agg(
+        F.grouping_id().alias("_level"), F.count("*").alias("pairs_mined"), F.countDistinct("_pair_key").alias("pairs")
     )
-    all_moves = keyed.filter(F.col("role") == "move").groupBy("role").agg(
-        F.lit("all").alias("label"), F.count("*").alias("pairs_mined"),
-        # A (query, gold) pair under two moves counts once, as in the paper's total.
-        F.countDistinct("_pair_key").alias("pairs"),
-    )
+    per_label = grouped.filter(F.col("_level") == 0).drop("_level")
+    all_moves = grouped.filter((F.col("_level") == 1) & (F.col("role") == "move")).select(
+        "role", F.lit("all").alias("label"), "pairs_mined", "pairs")
     examined = F.lit(consecutive_pairs_examined).cast(T.LongType())
     return (
         per_label.unionByName(all_moves)

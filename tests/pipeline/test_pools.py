@@ -19,7 +19,8 @@ from pyspark.sql import functions as F
 from ratio_spark.core.schema import TABLES
 from ratio_spark.pipeline.export import export_release
 from ratio_spark.pipeline.leakage import LeakageError, check_leakage, find_leaks
-from ratio_spark.pipeline.pools import CANDIDATE_COLUMNS, QUERY_COLUMNS, build_pools
+from ratio_spark.core.text import WHITESPACE_PATTERN
+from ratio_spark.pipeline.pools import CANDIDATE_COLUMNS, QUERY_COLUMNS, build_pools, text_key
 from ratio_spark.pipeline.settings import SplitsConfig
 from ratio_spark.pipeline.splits import assign_splits
 from ratio_spark.pipeline.stats import stats_marker_matches, stats_marker_sources, stats_split_sizes, stats_yield
@@ -209,6 +210,23 @@ def test_split_range_ends_are_inclusive(spark):
 
 
 # --- pools --------------------------------------------------------------------------------------
+
+
+def test_text_key_equals_the_regular_expressions_it_replaces_for_every_character(spark):
+    """Every character of the Basic Multilingual Plane, alone, doubled, between words and at the ends: the key is
+    the one the two regular expressions give (each whitespace run one space, control characters removed)."""
+    characters = [chr(c) for c in range(0x10000) if not 0xD800 <= c <= 0xDFFF]
+    texts = [f"{c}Ab {c}{c}x  {c} y{c}\t{c}" for c in characters]
+    texts += ["", " ", "  a  ", "a\x01 \x01b", "a \x01 b", "\u3000\tA\u00a0\u00a0b\x7f \n", "No  Change"]
+    frame = spark.createDataFrame([(t,) for t in texts], "text string")
+    folded = F.regexp_replace(F.lower(F.col("text")), WHITESPACE_PATTERN, " ")
+    expected = F.trim(F.regexp_replace(folded, r"[\x00-\x1F\x7F]", ""))
+    rows = frame.select("text", text_key(F.col("text")).alias("key"), expected.alias("expected")).collect()
+    assert len(rows) == len(texts)
+    different = [(r["text"], r["key"], r["expected"]) for r in rows if r["key"] != r["expected"]]
+    assert not different, different[:5]
+    keys = {r["text"]: r["key"] for r in rows}
+    assert keys["\u3000\tA\u00a0\u00a0b\x7f \n"] == "a b" and keys["a\x01 \x01b"] == "a b"
 
 
 def test_pool_holds_golds_of_all_moves_and_own_distractors_only(built):
@@ -437,6 +455,9 @@ def test_stats_yield(spark, mined):
     assert specify["pairs_per_1000"] == pytest.approx(7.0)
     assert got[("move", "all")]["pairs"] == 17 and got[("move", "all")]["pairs_mined"] == 18
     assert got[("distractor", "contrast")]["pairs_per_1000"] == pytest.approx(3.0)
+    # One row per (role, label) of the pairs, and one "all" row, for the moves only.
+    labels = {(r["role"], r["move"] or r["category"]) for r in mined.collect()}
+    assert set(got) == labels | {("move", "all")}
     # The paper's rate: 76 distinct Specify pairs out of 10,000 consecutive pairs -> 7.6 per 1,000.
     many = spark.range(76).select(
         F.lit("move").alias("role"), F.lit("specify").alias("move"), F.lit(None).cast("string").alias("category"),
