@@ -27,6 +27,8 @@ BRACKETED_NUMBERS_PATTERN = r"\s*\[\d+(?:\s*[,\u2013-]\s*\d+)*\]"
 
 # Java's \s is ASCII-only while Python's is Unicode: spell out the Unicode spaces so both agree.
 WHITESPACE_PATTERN = r"[\s\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000]+"
+# The characters WHITESPACE_PATTERN matches in the JVM (Java's \s is the six ASCII ones), for ``translate``.
+JAVA_WHITESPACE = " \t\n\x0b\x0c\r\u00a0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
 
 # (kind, pattern, replacement) applied in order after lowercasing. "regex" steps are regular
 # expressions; "literal" steps replace a plain string, which the JVM does without a regex engine.

@@ -49,6 +49,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from ratio_spark.core.schema import REASONS, SPLITS, TABLES, Reason
+from ratio_spark.core.text import JAVA_WHITESPACE
 from ratio_spark.pipeline.stage import Balance
 from ratio_spark.pipeline.splits import split_rank
 from ratio_spark.pipeline.tables import drop_rows
@@ -63,9 +64,7 @@ QUERY_COLUMNS = TABLES["queries"].column_names
 CANDIDATE_COLUMNS = TABLES["candidates"].column_names
 
 
-# The characters ``core.text.WHITESPACE_PATTERN`` matches in the JVM (Java's ``\s`` is these six ASCII ones), and the
-# other control characters, which the key drops.
-JAVA_WHITESPACE = " \t\n\x0b\x0c\r\u00a0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+# The control characters that are not whitespace: the key drops them.
 OTHER_CONTROLS = "".join(chr(c) for c in [*range(0x20), 0x7F] if chr(c) not in JAVA_WHITESPACE)
 
 
@@ -75,7 +74,7 @@ def text_key(column: Column) -> Column:
     ``mined_pairs`` text is already normalised (appendix B.1), so the key usually equals the text.
     Folding again makes the key safe to rely on here. It is also idempotent.
 
-    The same key as replacing each run of ``WHITESPACE_PATTERN`` by a space, then removing ``[\\x00-\\x1F\\x7F]``
+    The same key as replacing each run of ``core.text.WHITESPACE_PATTERN`` by a space, then removing ``[\\x00-\\x1F\\x7F]``
     and trimming (tests/pipeline/test_pools.py checks it), in a third less time: the whitespace becomes spaces by
     ``translate``, and the one regular expression runs only on a text with two spaces in a row.
     """
