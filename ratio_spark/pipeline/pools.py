@@ -122,13 +122,21 @@ class PoolBuild:
         they do not add up); the pools stage counts the written tables instead."""
         summary = summarise_pools(
             {(r["split"], r["role"]): r["count"] for r in self.inputs.groupBy("split", "role").count().collect()},
-            {(r["split"], r["move"]): r["count"] for r in self.queries.groupBy("split", "move").count().collect()},
-            {(r["split"], r["source"]): r["count"] for r in self.candidates.groupBy("split", "source").count().collect()},
+            *pool_counts(self.queries, self.candidates),
             {(r["reason"], r["split"], r["role"]): r["count"]
              for r in self.drops.groupBy("reason", "split", "role").count().collect()},
         )
         summary["reconciled"] = [balance.check("pools") for balance in summary["balances"]]
         return summary
+
+
+def pool_counts(queries: DataFrame, candidates: DataFrame) -> tuple[dict[tuple, int], dict[tuple, int]]:
+    """(split, move) -> queries and (split, source) -> candidates: what ``stats.stats_split_sizes`` and the pools'
+    reconciliation (``summarise_pools``) both count."""
+    return (
+        {(r["split"], r["move"]): r["count"] for r in queries.groupBy("split", "move").count().collect()},
+        {(r["split"], r["source"]): r["count"] for r in candidates.groupBy("split", "source").count().collect()},
+    )
 
 
 def summarise_pools(inputs: dict[tuple, int], queries: dict[tuple, int], candidates: dict[tuple, int],

@@ -324,7 +324,7 @@ class Pools(Stage):
         from pyspark.sql import functions as F
 
         from ratio_spark.pipeline.leakage import check_leakage
-        from ratio_spark.pipeline.pools import build_pools, summarise_pools
+        from ratio_spark.pipeline.pools import build_pools, pool_counts, summarise_pools
         from ratio_spark.pipeline.splits import assign_splits, resolve_splits
         from ratio_spark.pipeline.stats import mined_pair_stats, stats_split_sizes
         from ratio_spark.pipeline.tables import in_predicate
@@ -359,19 +359,20 @@ class Pools(Stage):
                 build.unpersist()
             pools, drops, stats = written.values()
             queries, candidates = pools["queries"], pools["candidates"]
-            # Then, side by side, what reads the tables as written: the counts, the checks, the split sizes.
+            # Then, side by side, what reads the tables as written: the counts (stats_split_sizes and the
+            # reconciliation are built from them) and the leakage checks.
+
+            def count_and_write_split_sizes() -> tuple[dict, dict]:
+                counts = pool_counts(queries, candidates)
+                io.write("stats_split_sizes", stats_split_sizes(io.spark, *counts))
+                return counts
+
             checked = io.phases({
-                "counting what the pools kept": lambda: summarise_pools(
-                    assignment.rows_by_split_and_role(),
-                    {(r["split"], r["move"]): r["count"] for r in queries.groupBy("split", "move").count().collect()},
-                    {(r["split"], r["source"]): r["count"] for r in candidates.groupBy("split", "source").count().collect()},
-                    drops,
-                ),
+                "counting what the pools kept and writing stats_split_sizes": count_and_write_split_sizes,
                 "leakage checks": lambda: check_leakage(queries, candidates, ranges),
-                "writing the statistics table stats_split_sizes": lambda: io.write(
-                    "stats_split_sizes", stats_split_sizes(queries, candidates)),
             })
-            pool_summary, leakage, _ = checked.values()
+            (query_counts, candidate_counts), leakage = checked.values()
+            pool_summary = summarise_pools(assignment.rows_by_split_and_role(), query_counts, candidate_counts, drops)
             yields = {
                 r["label"]: {"pairs": r["pairs"], "per_1000_pairs": round(r["pairs_per_1000"], 3)}
                 for r in stats["stats_yield"].collect()

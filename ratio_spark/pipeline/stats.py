@@ -9,20 +9,20 @@
 * ``stats_yield``: pairs per 1,000 consecutive sentence pairs examined, per move and category. The
   paper's figures are about 7.6 (Specify), 0.61 (Address) and 0.043 (Broaden) out of 366.6M pairs.
 
-The functions are pure DataFrame -> DataFrame. Only ``stats_split_sizes`` needs the session, to build
-the grid of expected rows, so a move with no queries shows 0 instead of vanishing.
+The functions are pure DataFrame -> DataFrame, but ``stats_split_sizes``: it builds its few dozen rows from the
+pools' counts (``pools.pool_counts``), so a move with no queries shows 0 instead of vanishing.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+import re
+
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ratio_spark.core.schema import DISTRACTOR_CATEGORIES, MOVES, SPLITS
+from ratio_spark.core.schema import DISTRACTOR_CATEGORIES, MOVES, SPLITS, TABLES
 from ratio_spark.pipeline.pools import text_key
-from ratio_spark.pipeline.splits import split_rank
-
 
 
 def _label() -> Column:
@@ -30,43 +30,35 @@ def _label() -> Column:
     return F.coalesce(F.col("move"), F.col("category"))
 
 
-def stats_split_sizes(queries: DataFrame, candidates: DataFrame) -> DataFrame:
+def stats_split_sizes(spark: SparkSession, query_counts: dict[tuple, int], candidate_counts: dict[tuple, int]) -> DataFrame:
     """One row per (split, group, label): ``queries`` and pool ``sentences``. The rows are sorted like Table 5.
 
-    ``group`` is ``move`` (label = the move; its sentences are ``gold_<move>`` candidates),
-    ``distractor`` (label = the category; 0 queries: distractors are never queries) or ``total``.
+    ``query_counts`` and ``candidate_counts`` are ``pools.pool_counts``: a few dozen numbers, so the rows are built
+    here rather than by joins. ``group`` is ``move`` (label = the move; its sentences are ``gold_<move>``
+    candidates), ``distractor`` (label = the category; 0 queries: distractors are never queries) or ``total``.
+    Every move and category of every split has a row, a 0 where nothing was counted.
     """
-    spark = queries.sparkSession
-    grid = spark.createDataFrame(
-        [(s, "move", m) for s in SPLITS for m in MOVES]
-        + [(s, "distractor", c) for s in SPLITS for c in DISTRACTOR_CATEGORIES],
-        "split string, group string, label string",
-    )
-    q = queries.groupBy("split", F.lit("move").alias("group"), F.col("move").alias("label")).agg(
-        F.count("*").alias("queries")
-    )
-    source = F.regexp_extract(F.col("source"), r"^(gold|distractor)_(.+)$", 2)
-    group = F.when(F.col("source").startswith("gold_"), F.lit("move")).otherwise(F.lit("distractor"))
-    c = candidates.groupBy("split", group.alias("group"), source.alias("label")).agg(F.count("*").alias("sentences"))
-    keys = (
-        grid.unionByName(q.select("split", "group", "label"))
-        .unionByName(c.select("split", "group", "label"))
-        .distinct()
-    )
-    rows = (
-        keys.join(q, ["split", "group", "label"], "left")
-        .join(c, ["split", "group", "label"], "left")
-        .select("split", "group", "label",
-                F.coalesce("queries", F.lit(0)).cast("long").alias("queries"),
-                F.coalesce("sentences", F.lit(0)).cast("long").alias("sentences"))
-    )
-    totals = rows.groupBy("split").agg(
-        F.lit("total").alias("group"), F.lit("total").alias("label"),
-        F.sum("queries").cast("long").alias("queries"), F.sum("sentences").cast("long").alias("sentences"),
-    )
-    out = rows.unionByName(totals)
-    group_order = F.when(F.col("group") == "move", 0).when(F.col("group") == "distractor", 1).otherwise(2)
-    return out.orderBy(F.coalesce(split_rank(F.col("split")), F.lit(99)), group_order, "label")
+    queries: dict[tuple, int] = {}
+    sentences: dict[tuple, int] = {}
+    for split in SPLITS:
+        queries.update({(split, "move", m): 0 for m in MOVES} | {(split, "distractor", c): 0 for c in DISTRACTOR_CATEGORIES})
+    for (split, move), n in query_counts.items():
+        queries[(split, "move", move)] = queries.get((split, "move", move), 0) + n
+    for (split, source), n in candidate_counts.items():
+        found = re.match(r"^(gold|distractor)_(.+)$", source or "")
+        key = (split, "move" if found and found[1] == "gold" else "distractor", found[2] if found else "")
+        sentences[key] = sentences.get(key, 0) + n
+    keys = set(queries) | set(sentences)
+    rows = [(split, group, label, queries.get((split, group, label), 0), sentences.get((split, group, label), 0))
+            for split, group, label in keys]
+    for split in {row[0] for row in rows}:
+        here = [row for row in rows if row[0] == split]
+        rows.append((split, "total", "total", sum(r[3] for r in here), sum(r[4] for r in here)))
+    rank = {name: i for i, name in enumerate(SPLITS)}
+    group_order = {"move": 0, "distractor": 1, "total": 2}
+    rows.sort(key=lambda r: (rank.get(r[0], 99), r[0] or "", group_order[r[1]], r[2] or ""))
+    # One partition: one file, its rows in Table 5's order.
+    return spark.createDataFrame(rows, TABLES["stats_split_sizes"].ddl).coalesce(1)
 
 
 def stats_marker_matches(mined_pairs: DataFrame) -> DataFrame:
@@ -112,14 +104,19 @@ def stats_yield(mined_pairs: DataFrame, consecutive_pairs_examined: int) -> Data
         raise TypeError(f"consecutive_pairs_examined must be an int, got {consecutive_pairs_examined!r}")
     if consecutive_pairs_examined <= 0:
         raise ValueError(f"consecutive_pairs_examined must be positive, got {consecutive_pairs_examined}")
+    query, gold = text_key(F.col("query_text")), text_key(F.col("gold_text"))
+    # A pair is counted by two 64-bit hashes of its keys (seeds 0 and 1), not by its texts: the distinct count
+    # then shuffles 16 bytes a row instead of two sentences three times (the rollup's grouping sets). Two
+    # different pairs share both hashes with a chance of ~1e-21 among a billion pairs.
     keyed = mined_pairs.select(
         "role", _label().alias("label"),
-        F.concat_ws("\u001f", text_key(F.col("query_text")), text_key(F.col("gold_text"))).alias("_pair_key"),
+        F.xxhash64(F.lit(0), query, gold).alias("_pair_h0"), F.xxhash64(F.lit(1), query, gold).alias("_pair_h1"),
     )
     # One pass over the keys: per (role, label), and per role (the move row is "all": a (query, gold) pair under
     # two moves counts once, as in the paper's total).
     grouped = keyed.rollup("role", "label").agg(
-        F.grouping_id().alias("_level"), F.count("*").alias("pairs_mined"), F.countDistinct("_pair_key").alias("pairs")
+        F.grouping_id().alias("_level"), F.count("*").alias("pairs_mined"),
+        F.countDistinct("_pair_h0", "_pair_h1").alias("pairs"),
     )
     per_label = grouped.filter(F.col("_level") == 0).drop("_level")
     all_moves = grouped.filter((F.col("_level") == 1) & (F.col("role") == "move")).select(

@@ -20,7 +20,7 @@ from ratio_spark.core.schema import TABLES
 from ratio_spark.pipeline.export import export_release
 from ratio_spark.pipeline.leakage import LeakageError, check_leakage, find_leaks
 from ratio_spark.core.text import WHITESPACE_PATTERN
-from ratio_spark.pipeline.pools import CANDIDATE_COLUMNS, QUERY_COLUMNS, build_pools, text_key
+from ratio_spark.pipeline.pools import CANDIDATE_COLUMNS, QUERY_COLUMNS, build_pools, pool_counts, text_key
 from ratio_spark.pipeline.settings import SplitsConfig
 from ratio_spark.pipeline.splits import assign_splits
 from ratio_spark.pipeline.stats import stats_marker_matches, stats_marker_sources, stats_split_sizes, stats_yield
@@ -416,10 +416,10 @@ def test_leakage_gold_excluded_and_bad_ids(built):
 # --- stats --------------------------------------------------------------------------------------
 
 
-def test_stats_split_sizes_table5_shape(built):
+def test_stats_split_sizes_table5_shape(spark, built):
     _, _, queries, candidates = built
-    rows = {(r["split"], r["group"], r["label"]): (r["queries"], r["sentences"])
-            for r in stats_split_sizes(queries, candidates).collect()}
+    table = stats_split_sizes(spark, *pool_counts(queries, candidates)).collect()
+    rows = {(r["split"], r["group"], r["label"]): (r["queries"], r["sentences"]) for r in table}
     assert len(rows) == 3 * (3 + 5 + 1)  # every move and distractor category, zeros included, plus totals
     assert rows[("train", "move", "address")] == (2, 2)
     assert rows[("train", "move", "specify")] == (2, 2)
@@ -430,6 +430,11 @@ def test_stats_split_sizes_table5_shape(built):
     assert rows[("validation", "move", "specify")] == (1, 2)  # v2's gold stays without its query
     assert rows[("validation", "total", "total")] == (3, 5)
     assert rows[("test", "total", "total")] == (3, 4)
+    # In Table 5's order: splits in time order, then moves, distractor categories, the total.
+    order = {"train": 0, "validation": 1, "test": 2}
+    groups = {"move": 0, "distractor": 1, "total": 2}
+    assert [(r["split"], r["group"], r["label"]) for r in table] == sorted(
+        rows, key=lambda k: (order[k[0]], groups[k[1]], k[2]))
 
 
 def test_stats_marker_matches_and_sources(mined):
