@@ -124,8 +124,13 @@ class Citations(Stage):
 
         from ratio_spark.pipeline.citations import build_references, citations_summary
 
-        papers, sentences = io.read("papers"), io.read("sentences")
-        references, outcomes = build_references(papers, sentences, io.settings)
+        # Persisted, without the sections' paragraphs: the mentions, the entries, the corpus the entries resolve
+        # to and the summary all read the papers, whose nested bibliography is then decoded from Parquet once.
+        papers = io.read("papers").select(
+            "paper_id", "pub_date", "title", F.transform("sections", lambda s: F.struct(s["heading"].alias("heading")))
+            .alias("sections"), "bibliography",
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        references, outcomes = build_references(papers, io.read("sentences"), io.settings)
         # Persisted: the references and the summary's counts both read the mentions placed in sentences, so
         # the sentences are read and joined once.
         outcomes = outcomes.persist(StorageLevel.MEMORY_AND_DISK)
@@ -133,9 +138,10 @@ class Citations(Stage):
             with io.phase("locating mentions in sentences, resolving bibliography entries and writing references"):
                 written = io.write("references", references)
             counts = citations_summary(papers, written, outcomes)
+            entries = papers.select(F.sum(F.size(F.coalesce("bibliography.entries", F.array())))).first()[0] or 0
         finally:
             outcomes.unpersist()
-        entries = papers.select(F.sum(F.size(F.coalesce("bibliography.entries", F.array())))).first()[0] or 0
+            papers.unpersist()
         return Outcome(counts, [Balance("bibliography entries", entries, {"references": counts["bibliography_entries"]})])
 
 
