@@ -55,39 +55,42 @@ class SplitAssignment:
                          text="gold_text", detail=F.concat(F.lit("paper dated "), date))
 
     @cached_property
-    def counts(self) -> dict[tuple, int]:
-        """Input rows per (split, role, reason, paper_id), split and reason None where they do not apply.
+    def _counts(self) -> dict[tuple, dict[str, int]]:
+        """(level, split, role or reason) -> ``pairs`` (input rows) and ``papers`` (distinct paper ids), for the
+        levels ``split_role``, ``split`` and ``split_reason`` (split and reason None where they do not apply).
 
-        One small Spark job (a row per paper and role); ``summary`` and the pools stage's reconciliation
-        are sums over it, so they need no scan of their own.
+        One small Spark job of grouping sets, a few dozen rows back: ``summary`` and the pools stage's
+        reconciliation read it, so they need no scan of their own, and the driver never holds a row per paper.
         """
-        grouped = self.labelled.groupBy("split", "role", _out_of_range_reason().alias("reason"), "paper_id").count()
-        return {(r["split"], r["role"], r["reason"], r["paper_id"]): r["count"] for r in grouped.collect()}
-
-    def rows_by_split_and_role(self) -> dict[tuple, int]:
-        """Input rows per (split, role), split None out of range (from ``counts``)."""
-        out: dict[tuple, int] = {}
-        for (split, role, _, _), n in self.counts.items():
-            out[(split, role)] = out.get((split, role), 0) + n
+        rows = self.labelled.sparkSession.sql(
+            "SELECT split, role, reason, grouping_id() AS level, count(*) AS pairs, "
+            "count(DISTINCT paper_id) AS papers FROM {labelled} "
+            "GROUP BY GROUPING SETS ((split, role), (split), (split, reason))",
+            labelled=self.labelled.select("split", "role", "paper_id", _out_of_range_reason().alias("reason")),
+        ).collect()
+        levels = {1: ("split_role", "role"), 3: ("split", None), 2: ("split_reason", "reason")}
+        out = {}
+        for r in rows:
+            level, by = levels[r["level"]]
+            out[(level, r["split"], r[by] if by else None)] = {"pairs": r["pairs"], "papers": r["papers"]}
         return out
 
+    def rows_by_split_and_role(self) -> dict[tuple, int]:
+        """Input rows per (split, role), split None out of range."""
+        return {(split, role): n["pairs"] for (level, split, role), n in self._counts.items() if level == "split_role"}
+
     def summary(self) -> dict[str, Any]:
-        """Counts of pairs and papers per split and out of range (from ``counts``)."""
-
-        def pairs_and_papers(keys: list[tuple]) -> dict[str, int]:
-            return {"pairs": sum(self.counts[k] for k in keys),
-                    "papers": len({paper for *_, paper in keys if paper is not None})}
-
-        assigned = [k for k in self.counts if k[0] is not None]
-        out = [k for k in self.counts if k[0] is None]
+        """Counts of pairs and papers per split and out of range."""
+        none = {"pairs": 0, "papers": 0}
+        per_split = {split: n for (level, split, _), n in self._counts.items() if level == "split"}
         return {
-            "pairs_by_split": {s: pairs_and_papers([k for k in assigned if k[0] == s]) for s in SPLITS},
-            "pairs_assigned": pairs_and_papers(assigned)["pairs"],
-            "pairs_out_of_range": pairs_and_papers(out)["pairs"],
-            "papers_out_of_range": pairs_and_papers(out)["papers"],
-            "out_of_range_by_reason": {
-                reason: pairs_and_papers([k for k in out if k[2] == reason]) for reason in sorted({k[2] for k in out})
-            },
+            "pairs_by_split": {s: per_split.get(s, none) for s in SPLITS},
+            "pairs_assigned": sum(n["pairs"] for split, n in per_split.items() if split is not None),
+            "pairs_out_of_range": per_split.get(None, none)["pairs"],
+            "papers_out_of_range": per_split.get(None, none)["papers"],
+            "out_of_range_by_reason": dict(sorted(
+                (reason, n) for (level, split, reason), n in self._counts.items() if level == "split_reason" and split is None
+            )),
         }
 
 
