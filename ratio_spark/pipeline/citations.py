@@ -124,10 +124,10 @@ def resolve_entries(entries: DataFrame, papers: DataFrame, config: CitationsConf
         .select(*key, F.col("m.c_paper_id").alias("id_paper"), F.col("m.c_pub_date").alias("id_date"),
                 F.col("m.kind").alias("id_kind"))
     )
-    words = F.size(F.split(title_key(F.col("title")), " "))
-    titled = entries.select(*key, "year", title_key(F.col("title")).alias("t_key")).filter(
-        (F.col("t_key") != "") & (words >= config.min_title_words)
-    )
+    # The title's key once per entry (a regular expression over every title): the match and the status read it.
+    entries = entries.withColumn("_t_key", title_key(F.col("title")))
+    has_title = (F.col("_t_key") != "") & (F.size(F.split("_t_key", " ")) >= config.min_title_words)
+    titled = entries.filter(has_title).select(*key, "year", F.col("_t_key").alias("t_key"))
     candidates = titled.join(corpus, F.col("t_key") == F.col("c_title_key")).withColumn(
         "gap", F.abs(F.col("year") - F.col("c_year"))
     )
@@ -142,7 +142,6 @@ def resolve_entries(entries: DataFrame, papers: DataFrame, config: CitationsConf
              F.first("c_pub_date").alias("t_date"))
     )
     out = entries.join(by_id, key, "left").join(by_title, key, "left")
-    has_title = (title_key(F.col("title")) != "") & (words >= config.min_title_words)
     via_title = F.col("id_paper").isNull() & (F.col("n") == 1)
     resolved = F.when(F.col("id_paper").isNotNull(), F.col("id_paper")).when(via_title, F.col("t_paper"))
     status = (
@@ -154,7 +153,7 @@ def resolve_entries(entries: DataFrame, papers: DataFrame, config: CitationsConf
     )
     is_resolved = status == "resolved"
     return out.select(
-        *entries.columns,
+        *[c for c in entries.columns if c != "_t_key"],
         F.when(is_resolved, resolved).alias("resolved_paper_id"),
         F.when(is_resolved, F.when(F.col("id_paper").isNotNull(), F.col("id_date")).otherwise(F.col("t_date")))
         .alias("resolved_pub_date"),
