@@ -17,6 +17,7 @@ import pytest
 from ratio_spark.core import paths
 from ratio_spark.pipeline.class_archive import archive_path, with_java_options
 from ratio_spark.pipeline.jars import ensure_jars
+from ratio_spark.pipeline.session import LOCAL_GC_OPTION
 
 pytestmark = pytest.mark.spark
 
@@ -28,6 +29,8 @@ spark = build_spark_session(load_config(None, sys.argv[2:]).spark)
 spark.range(10).write.format("delta").save(sys.argv[1])
 assert spark.read.format("delta").load(sys.argv[1]).count() == 10
 print("java options:", spark.sparkContext.getConf().get("spark.driver.extraJavaOptions", ""))
+management = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+print("collectors:", [bean.getName() for bean in management.getGarbageCollectorMXBeans()])
 spark.stop()
 """
 
@@ -79,6 +82,18 @@ def test_a_local_session_maps_the_archive_and_keeps_the_configured_java_options(
     assert len(from_archive) > 5000
     # the configuration's own options and the archive's, both
     assert f"-XX:SharedArchiveFile={_archive(jars_cache)}" in output and "-Xlog:class+load" in output
+
+
+def test_a_local_session_runs_the_throughput_collector_unless_the_configuration_chooses_one(jars_cache, tmp_path):
+    output, classes = _session(jars_cache, tmp_path)
+    assert LOCAL_GC_OPTION in output and "PS Scavenge" in output  # the parallel collector's young generation
+    assert [line for line in classes if "shared objects file (top)" in line]  # the archive still maps
+    log = tmp_path / "g1.log"
+    chosen = f"spark.conf.spark.driver.extraJavaOptions=-XX:+UseG1GC -Xlog:class+load=info:file={log}"
+    result = subprocess.run([sys.executable, "-c", SESSION, str(tmp_path / "g1"), chosen],
+                            env=_env(jars_cache), capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert LOCAL_GC_OPTION not in result.stdout and "G1 Young Generation" in result.stdout
 
 
 def test_class_archive_false_starts_without_it(jars_cache, tmp_path):
