@@ -90,9 +90,10 @@ def build_spark_session(config: SparkConfig, spark_nlp: bool = False) -> SparkSe
     builder = SparkSession.builder.appName(config.app_name)
     settings: dict[str, str] = {}
     archive = None
+    local = bool(config.master and config.master.startswith("local"))
     if config.master:
         builder = builder.master(config.master)
-        if config.master.startswith("local"):
+        if local:
             _prepare_local_environment()
             settings.update(_LOCAL_DEFAULTS)
     settings.update(_DELTA_CONF)
@@ -104,7 +105,7 @@ def build_spark_session(config: SparkConfig, spark_nlp: bool = False) -> SparkSe
         wanted = COMPONENTS if spark_nlp else ("delta",)
         jar_files = ensure_jars(config.jars.profile, config.jars.cache_dir, wanted=wanted)
         jars = [str(j) for j in jar_files]
-        if config.master and config.master.startswith("local"):
+        if local:
             # One JVM is driver and executor: the jars go on its class path. spark.jars would also copy
             # all of them into the executor's work folder before the first task of every run.
             settings["spark.driver.extraClassPath"] = os.pathsep.join(jars)
@@ -114,7 +115,6 @@ def build_spark_session(config: SparkConfig, spark_nlp: bool = False) -> SparkSe
     elif config.jars.mode == "packages":
         settings["spark.jars.packages"] = ",".join(config.jars.packages_for(spark_nlp))
     settings.update(config.conf)
-    local = bool(config.master and config.master.startswith("local"))
     if local and not re.search(r"-XX:[+-]Use\w+GC", settings.get("spark.driver.extraJavaOptions", "")):
         settings = with_java_options(settings, LOCAL_GC_OPTION)
     if archive is not None:
