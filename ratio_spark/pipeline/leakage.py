@@ -118,12 +118,24 @@ def _example(*parts: Column | str) -> Column:
     return F.concat_ws(" ", *[F.lit(p) if isinstance(p, str) else p for p in parts]).alias("example")
 
 
+KEY_HASH = ("key_h0", "key_h1")
+
+
 def _keyed(queries: DataFrame, candidates: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """The columns the checks read, with each text's key (``pools.text_key``) in place of the text: lazy."""
+    """The columns the checks read, with each text's key (``pools.text_key``) in place of the text: lazy.
+
+    The checks group texts by two 64-bit hashes of the key (``KEY_HASH``), not by the key: counting shuffles
+    16 bytes a text instead of the text. The key itself is read only for the examples of a failed check.
+    """
+
+    def with_key(frame: DataFrame, text: str, *columns: str) -> DataFrame:
+        keyed = frame.select(*columns, text_key(F.col(text)).alias("key"))
+        return keyed.select("*", *[F.xxhash64(F.lit(seed), "key").alias(name) for seed, name in enumerate(KEY_HASH)])
+
     return (
-        queries.select("split", "query_id", "paper_id", "pub_date", "gold_candidate_id", "exclude_candidate_ids",
-                       text_key(F.col("query_text")).alias("key")),
-        candidates.select("split", "candidate_id", "paper_id", "pub_date", "source", text_key(F.col("text")).alias("key")),
+        with_key(queries, "query_text", "split", "query_id", "paper_id", "pub_date", "gold_candidate_id",
+                 "exclude_candidate_ids"),
+        with_key(candidates, "text", "split", "candidate_id", "paper_id", "pub_date", "source"),
     )
 
 
@@ -131,14 +143,16 @@ def _offending(
     queries: DataFrame, candidates: DataFrame, splits_config: SplitsConfig
 ) -> list[tuple[str, str, DataFrame]]:
     """(check, description, offending rows) for every check over ``_keyed`` frames; lazy."""
-    texts = queries.select("split", "key", F.lit("query").alias("kind")).unionByName(
-        candidates.select("split", "key", F.lit("candidate").alias("kind"))
+    texts = queries.select("split", "key", *KEY_HASH, F.lit("query").alias("kind")).unionByName(
+        candidates.select("split", "key", *KEY_HASH, F.lit("candidate").alias("kind"))
     )
     papers = queries.select("split", "paper_id", "pub_date").unionByName(
         candidates.select("split", "paper_id", "pub_date")
     ).distinct()
-    pool = candidates.select("split", "candidate_id", "source", "key")
-    by_text = pool.groupBy("split", "key").agg(
+    pool = candidates.select("split", "candidate_id", "source", "key", *KEY_HASH)
+    # F.min("key"): the text of the group, for the examples (Spark prunes it when only counting).
+    by_text = pool.groupBy("split", *KEY_HASH).agg(
+        F.min("key").alias("key"),
         F.count("*").alias("n"),
         F.max(F.col("source").startswith("gold_").cast("int")).alias("has_gold"),
         F.max(F.col("source").startswith("distractor_").cast("int")).alias("has_distractor"),
@@ -154,8 +168,9 @@ def _offending(
     one_split = F.array(F.col("split")).alias("splits")
     return [
         ("text_in_two_splits", "text(s) are a query or candidate in more than one split",
-         texts.groupBy("key")
-         .agg(_time_order(F.collect_set("split")).alias("splits"), F.array_sort(F.collect_set("kind")).alias("kinds"))
+         texts.groupBy(*KEY_HASH)
+         .agg(_time_order(F.collect_set("split")).alias("splits"), F.array_sort(F.collect_set("kind")).alias("kinds"),
+              F.min("key").alias("key"))
          .filter(F.size("splits") > 1)
          .select("splits", F.concat(_quoted("key"), F.lit(" in "), F.array_join("splits", "+"),
                                     F.lit(" as "), F.array_join("kinds", "+")).alias("example"))),
