@@ -20,7 +20,7 @@ from ratio_spark.core.schema import TABLES, Reason
 from ratio_spark.lexicon.loader import Lexicon
 from ratio_spark.lexicon.matcher import SPACE_CHARACTERS, CutPatterns, PairCutter, cut_patterns
 from ratio_spark.pipeline.pairs import consecutive_pairs
-from ratio_spark.pipeline.tables import drop_rows, hash_first
+from ratio_spark.pipeline.tables import drop_rows
 
 if TYPE_CHECKING:  # the Python workers import this module for the Arrow batches: keep pydantic out of it
     from ratio_spark.pipeline.settings import MiningConfig
@@ -355,7 +355,7 @@ def mine_pairs(spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, conf
     # De-duplicate on (query, gold): the smallest pair id is kept, so reruns keep the same row. One window
     # (one shuffle) over all matched pairs: a dropped pair ranks only among pairs with its own drop reason,
     # and its rank is not used.
-    first = Window.partitionBy(*hash_first("drop_reason", "query_cut", "gold_cut")).orderBy("pair_id")
+    first = Window.partitionBy("drop_reason", "query_cut", "gold_cut").orderBy("pair_id")
     ranked = cut.withColumn("_n", F.row_number().over(first)).withColumn("_first_pair_id", F.first("pair_id").over(first))
     matched = ranked.filter(~F.col("_elsewhere"))
     mined = matched.filter(kept & (F.col("_n") == 1)).select(

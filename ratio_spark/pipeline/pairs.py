@@ -5,8 +5,6 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from ratio_spark.pipeline.tables import hash_first
-
 PAIR_KEY = ("paper_id", "section_idx", "para_idx")
 # The sentence columns each side of a pair carries, as first_<column> / second_<column>.
 PAIR_SENTENCE_COLUMNS = ("sentence_id", "sent_idx", "text", "norm_text", "norm_flag")
@@ -21,7 +19,7 @@ def consecutive_pairs(sentences: DataFrame) -> DataFrame:
     Columns: paper_id, pub_date, section_idx, para_idx, first_*/second_* for sentence_id,
     sent_idx, text, norm_text, norm_flag, and context_norm_text (the sentence before the first, if any).
     """
-    paragraph = Window.partitionBy(*hash_first(*PAIR_KEY)).orderBy("sent_idx")
+    paragraph = Window.partitionBy(*PAIR_KEY).orderBy("sent_idx")
     following = {c: F.lead(c).over(paragraph) for c in PAIR_SENTENCE_COLUMNS}
     previous_is_adjacent = F.lag("sent_idx").over(paragraph) == F.col("sent_idx") - 1
     pairs = sentences.select(

@@ -52,7 +52,7 @@ from ratio_spark.core.schema import REASONS, SPLITS, TABLES, Reason
 from ratio_spark.core.text import JAVA_WHITESPACE
 from ratio_spark.pipeline.stage import Balance
 from ratio_spark.pipeline.splits import split_rank
-from ratio_spark.pipeline.tables import drop_rows, hash_first
+from ratio_spark.pipeline.tables import drop_rows
 
 ID_SEPARATOR = "\u001f"  # never in normalised text (ratio_spark.core.text.INVALID_CHARS_PATTERN removes it)
 ID_HEX_CHARS = 16
@@ -285,7 +285,7 @@ def build_pools(split_pairs: DataFrame, apply_cross_split_rule: bool = True,
             F.lit(1).alias("_priority"), F.lit("distractor").alias("role"),
         )
     )
-    by_text = Window.partitionBy(*hash_first("split", "key"))
+    by_text = Window.partitionBy("split", "key")
     in_order = by_text.orderBy("_priority", "source", "paper_id", "pair_id", "text_original", "text")
     ranked = (
         pool_rows.withColumn("_rn", F.row_number().over(in_order))
@@ -311,7 +311,7 @@ def build_pools(split_pairs: DataFrame, apply_cross_split_rule: bool = True,
     # 4. Queries, de-duplicated on (split, move, query key, gold key).
     query_rows = moves.filter(F.col("_query_kept")).withColumn(
         "_rn",
-        F.row_number().over(Window.partitionBy(*hash_first("split", "move", "qkey", "gkey")).orderBy("pair_id", "paper_id")),
+        F.row_number().over(Window.partitionBy("split", "move", "qkey", "gkey").orderBy("pair_id", "paper_id")),
     )
     query_rows = query_rows.persist()
     shared_frames.append(query_rows)

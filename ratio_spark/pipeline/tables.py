@@ -10,13 +10,6 @@ from ratio_spark.core.errors import MissingTableError
 from ratio_spark.pipeline.settings import PipelineConfig
 
 
-def hash_first(*columns: str) -> list[Column]:
-    """A window's partition columns, led by their 64-bit hash: the same groups, sorted faster. Spark sorts a
-    window's rows comparing an 8-byte prefix of the first column before the whole rows; a split name, a
-    null drop reason or a paper id is the same for many groups, a hash is not, so most comparisons end there."""
-    return [F.xxhash64(*columns), *[F.col(c) for c in columns]]
-
-
 def table_location(config: PipelineConfig, name: str) -> str:
     return config.tables.location(name)
 
