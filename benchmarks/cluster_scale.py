@@ -1,7 +1,8 @@
 """The whole pipeline (ingest, segment, citations, mine, pools, export) at k x the ACL corpus, in local[2] and on
 a two-worker standalone cluster (ratio_spark.pipeline.standalone: 1 core, 1.5 GB each): wall time per stage (and
 each stage's ``phase_seconds``), what each stage counted, rates per core, peak memory of the whole process tree
-(driver, JVMs, Python workers, and the cluster's master, workers and executors), and shuffle bytes per stage
+(driver, JVMs, Python workers, and the cluster's master, workers and executors; in local mode each stage's and each
+compaction's own peak too), and shuffle bytes per stage
 (Spark's REST API). docs/performance.md, "Scale".
 
 The k x corpus is replicas 0..k-1 of ``benchmarks/scale_replicas.py`` (replica 0 is the corpus; each other one
@@ -141,6 +142,7 @@ def child(args: argparse.Namespace) -> None:
     with ProcessTree([os.getpid()], interval=0.2) as tree:
         for stage in args.stages.split(","):
             load = os.getloadavg()[0]
+            tree.peak = 0  # each stage's own peak
             started, cpu = time.time(), tree.cpu_seconds()
             summary = run_stage(spark, config, stage)
             seconds, cpu = time.time() - started, tree.cpu_seconds() - cpu
@@ -148,7 +150,8 @@ def child(args: argparse.Namespace) -> None:
             result["stages"][stage] = {
                 "seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1),
                 "shuffle_write_bytes": after - before if None not in (after, before) else None,
-                "load_before": round(load, 1), "counts": _counts(stage, summary),
+                "load_before": round(load, 1), "peak_rss_gib": round(tree.peak / 2**30, 2),
+                "counts": _counts(stage, summary),
                 "phase_seconds": summary.get("phase_seconds", {})}
             before = after
     from delta.tables import DeltaTable
@@ -167,9 +170,11 @@ def child(args: argparse.Namespace) -> None:
         table = DeltaTable.forPath(spark, config.tables.location(name))
         files, size = (table.detail().first()[k] for k in ("numFiles", "sizeInBytes"))
         started = time.time()
-        table.optimize().executeCompaction()
+        with ProcessTree([os.getpid()], interval=0.2) as tree:
+            table.optimize().executeCompaction()
         result["optimize"][name] = {"files_before": files, "files_after": table.detail().first()["numFiles"],
-                                    "bytes": size, "seconds": round(time.time() - started, 1)}
+                                    "bytes": size, "seconds": round(time.time() - started, 1),
+                                    "peak_rss_gib": round(tree.peak / 2**30, 2)}
     print("RESULT " + json.dumps(result), flush=True)
     spark.stop()
 
