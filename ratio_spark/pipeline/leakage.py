@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from ratio_spark.core.errors import RunFailure
 from ratio_spark.core.schema import SPLITS
-from ratio_spark.pipeline.pools import text_key
+from ratio_spark.pipeline.pools import key_hashes, text_key
 from ratio_spark.pipeline.settings import SplitsConfig
 
 MAX_EXAMPLES = 5
@@ -124,13 +124,13 @@ KEY_HASH = ("key_h0", "key_h1")
 def _keyed(queries: DataFrame, candidates: DataFrame) -> tuple[DataFrame, DataFrame]:
     """The columns the checks read, with each text's key (``pools.text_key``) in place of the text: lazy.
 
-    The checks group texts by two 64-bit hashes of the key (``KEY_HASH``), not by the key: counting shuffles
-    16 bytes a text instead of the text. The key itself is read only for the examples of a failed check.
+    The checks group texts by the key's hashes (``KEY_HASH``, ``pools.key_hashes``), not by the key: counting
+    shuffles 16 bytes a text instead of the text. The key itself is read only for the examples of a failed check.
     """
 
     def with_key(frame: DataFrame, text: str, *columns: str) -> DataFrame:
         keyed = frame.select(*columns, text_key(F.col(text)).alias("key"))
-        return keyed.select("*", *[F.xxhash64(F.lit(seed), "key").alias(name) for seed, name in enumerate(KEY_HASH)])
+        return keyed.select("*", *[h.alias(name) for h, name in zip(key_hashes(F.col("key")), KEY_HASH)])
 
     return (
         with_key(queries, "query_text", "split", "query_id", "paper_id", "pub_date", "gold_candidate_id",

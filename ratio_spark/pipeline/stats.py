@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ratio_spark.core.schema import DISTRACTOR_CATEGORIES, MOVES, SPLITS, TABLES
-from ratio_spark.pipeline.pools import text_key
+from ratio_spark.pipeline.pools import key_hashes, text_key
 
 
 def _label() -> Column:
@@ -105,12 +105,10 @@ def stats_yield(mined_pairs: DataFrame, consecutive_pairs_examined: int) -> Data
     if consecutive_pairs_examined <= 0:
         raise ValueError(f"consecutive_pairs_examined must be positive, got {consecutive_pairs_examined}")
     query, gold = text_key(F.col("query_text")), text_key(F.col("gold_text"))
-    # A pair is counted by two 64-bit hashes of its keys (seeds 0 and 1), not by its texts: the distinct count
-    # then shuffles 16 bytes a row instead of two sentences three times (the rollup's grouping sets). Two
-    # different pairs share both hashes with a chance of ~1e-21 among a billion pairs.
+    # A pair is counted by the hashes of its keys (``pools.key_hashes``), not by its texts: the distinct count
+    # then shuffles 16 bytes a row instead of two sentences three times (the rollup's grouping sets).
     keyed = mined_pairs.select(
-        "role", _label().alias("label"),
-        F.xxhash64(F.lit(0), query, gold).alias("_pair_h0"), F.xxhash64(F.lit(1), query, gold).alias("_pair_h1"),
+        "role", _label().alias("label"), *[h.alias(f"_pair_h{i}") for i, h in enumerate(key_hashes(query, gold))],
     )
     # One pass over the keys: per (role, label), and per role (the move row is "all": a (query, gold) pair under
     # two moves counts once, as in the paper's total).
