@@ -1,7 +1,9 @@
 """Mine query-gold pairs: consecutive sentences whose second sentence opens with a lexicon marker.
 
-Pairs are formed in the JVM (a window over each paragraph), a JVM pre-filter keeps the pairs whose
-second sentence opens with some marker (one regex over a trie of the markers), the Aho-Corasick automaton
+Pairs are formed where the sentences are read, in reading order (``ordered_pairs``: no shuffle of the texts;
+the few pairs a file split cuts are formed from the splits' edges), or, for a table not in reading order, by
+a window over each paragraph (one shuffle of every sentence). A JVM pre-filter marks the sentences that some
+marker may open (one regex over a trie of the markers), the Aho-Corasick automaton
 (``ratio_spark.lexicon.matcher``, built once on the driver and broadcast) finds the marker in Arrow batches
 with ``mapInArrow``, and the cutting rules and drops run in the JVM as Spark SQL expressions (``cut_pairs``).
 """
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -19,8 +22,9 @@ from pyspark.sql import types as T
 from ratio_spark.core.schema import TABLES, Reason
 from ratio_spark.lexicon.loader import Lexicon
 from ratio_spark.lexicon.matcher import SPACE_CHARACTERS, CutPatterns, PairCutter, cut_patterns
+from ratio_spark.pipeline.ordered_pairs import BLOCK, KINDS, OPENS, PAIR_FIELDS, PARAGRAPH_KEY, SENTENCE_FIELDS, stream_partition
 from ratio_spark.pipeline.pairs import consecutive_pairs
-from ratio_spark.pipeline.tables import drop_rows
+from ratio_spark.pipeline.tables import drop_rows, in_predicate
 
 if TYPE_CHECKING:  # the Python workers import this module for the Arrow batches: keep pydantic out of it
     from ratio_spark.pipeline.settings import MiningConfig
@@ -48,7 +52,11 @@ MATCHED_COLUMNS = ("paper_id", "pub_date", "query_sentence_id", "gold_sentence_i
 
 def pairs_for_mining(sentences: DataFrame) -> DataFrame:
     """Sentence i and i+1 of the same paragraph (``pairs.consecutive_pairs``), named as mining uses them."""
-    return consecutive_pairs(sentences).select(
+    return _named_for_mining(consecutive_pairs(sentences))
+
+
+def _named_for_mining(pairs: DataFrame) -> DataFrame:
+    return pairs.select(
         "paper_id", "pub_date",
         F.col("first_sentence_id").alias("query_sentence_id"),
         F.col("first_text").alias("query_original"),
@@ -152,6 +160,138 @@ def match_markers(pairs: DataFrame, cutter: PairCutter, spark: SparkSession) -> 
             yield pa.RecordBatch.from_arrays(arrays, schema=pa.schema(list(batch.schema) + arrow_fields))
 
     return pairs.mapInArrow(run, out_schema)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pairs in reading order (``ordered_pairs``), or by a shuffle
+# ---------------------------------------------------------------------------------------------
+
+# Past these, a table is taken to be out of reading order and its pairs are formed by the shuffle: the edges
+# and heads of a scan (collected on the driver), and the papers read again to place their heads.
+MAX_LOOSE_ROWS = 100_000
+MAX_PAPERS_READ_AGAIN = 1_000
+
+_SCAN_FIELDS = [
+    T.StructField("_kind", T.StringType()), T.StructField("year", T.IntegerType()), T.StructField("n", T.LongType()),
+    T.StructField("at_block_start", T.BooleanType()),
+    T.StructField("paper_id", T.StringType()), T.StructField("pub_date", T.DateType()),
+    *(T.StructField(name, T.StringType()) for name in PAIR_FIELDS[2:]),
+    *_MATCH_FIELDS,
+    *(T.StructField(name, T.IntegerType()) for name in ("section_idx", "para_idx", "sent_idx")),
+    *(T.StructField(name, T.StringType()) for name in ("sentence_id", "text", "norm_text", "norm_flag")),
+]
+_ARROW_TYPES = {"string": pa.string(), "integer": pa.int32(), "long": pa.int64(), "boolean": pa.bool_(), "date": pa.date32()}
+
+
+def _scan_in_order(sentences: DataFrame, cutter: PairCutter, spark: SparkSession) -> DataFrame:
+    """One pass over the sentences as read (``ordered_pairs.PairStream``), the automaton applied to the complete
+    pairs whose second sentence passes the pre-filter. Rows by ``_kind``: ``pair`` (a pair a marker opens, with
+    the ``_MATCH_FIELDS``), ``count`` (``n`` complete pairs of a ``year``), ``edge`` (a sentence), ``head``."""
+    frame = sentences.select(
+        *[c for c in SENTENCE_FIELDS if c != "year"], F.year("pub_date").alias("year"),
+        F.coalesce(F.col("norm_text").rlike(cutter.opening_regex()), F.lit(False)).alias(OPENS),
+        F.xxhash64(F.input_file_name(), F.input_file_block_start()).alias(BLOCK),
+    )
+    schema = T.StructType(_SCAN_FIELDS)
+    arrow_schema = pa.schema([pa.field(f.name, _ARROW_TYPES[f.dataType.typeName()]) for f in _SCAN_FIELDS])
+    broadcast = spark.sparkContext.broadcast(cutter)
+
+    def run(batches):
+        local = broadcast.value
+        attributes = marker_attributes(local)
+
+        def rows(kind: str, n: int, columns: dict) -> pa.RecordBatch:
+            given = {"_kind": pa.array([kind] * n, pa.string()), **columns}
+            return pa.RecordBatch.from_arrays(
+                [given[f.name].cast(f.type) if f.name in given else pa.nulls(n, f.type) for f in arrow_schema],
+                schema=arrow_schema)
+
+        def emit(pairs, counts, edges, heads):
+            if pairs.num_rows:
+                found = dict(zip([f.name for f in _MATCH_FIELDS], _match_batch(local, attributes, pairs)))
+                opening = pc.is_valid(found["role"])
+                if pc.any(opening).as_py():
+                    kept = pairs.filter(opening)
+                    yield rows("pair", kept.num_rows, {**{c: kept.column(c).combine_chunks() for c in kept.column_names},
+                                                       **{k: v.filter(opening) for k, v in found.items()}})
+            if counts:
+                yield rows("count", len(counts), {"year": pa.array(list(counts), pa.int32()),
+                                                  "n": pa.array(list(counts.values()), pa.int64())})
+            for kind, table in (("edge", edges), ("head", heads)):
+                if table.num_rows:
+                    yield rows(kind, table.num_rows, {c: table.column(c).combine_chunks() for c in table.column_names})
+
+        yield from stream_partition(batches, emit)
+
+    return frame.mapInArrow(run, schema)
+
+
+@dataclass
+class _Pairs:
+    """What mining reads of the consecutive pairs: ``scanned`` (the pass to persist), ``examined`` (year,
+    count) and ``opening`` (the pairs a marker opens, with the ``_MATCH_FIELDS``); ``how``: in words."""
+
+    scanned: DataFrame
+    examined: DataFrame
+    opening: DataFrame
+    how: str
+
+
+def _pairs_by_shuffle(sentences: DataFrame, cutter: PairCutter, spark: SparkSession, why: str) -> _Pairs:
+    """The pairs by a window over each paragraph (one shuffle of every sentence; lazy), pre-filtered, matched."""
+    pairs = pairs_for_mining(sentences)
+    scanned = pairs.select(F.year("pub_date").alias("year"),
+                           F.when(F.col("second_norm").rlike(cutter.opening_regex()), F.struct(*pairs.columns)).alias("_pair"))
+    candidates = scanned.filter(F.col("_pair").isNotNull()).select("_pair.*")
+    opening = match_markers(candidates, cutter, spark).filter(F.col("role").isNotNull())
+    return _Pairs(scanned, scanned.groupBy("year").count(), opening, f"pairs formed by a shuffle ({why})")
+
+
+def _pairs_in_order(sentences: DataFrame, cutter: PairCutter, spark: SparkSession) -> _Pairs:
+    """The pairs of one pass in reading order (persisted: this runs it), and the pairs it left out (those whose
+    second sentence is a head or follows one) formed by the window from the edges, or from the papers read
+    again where an edge is missing. Falls back to the shuffle when the table is out of order."""
+    from pyspark import StorageLevel
+
+    scan = _scan_in_order(sentences, cutter, spark).persist(StorageLevel.MEMORY_AND_DISK)
+    loose = scan.filter(F.col("_kind").isin("edge", "head")).select("_kind", *PARAGRAPH_KEY, "sent_idx", "at_block_start")
+    if loose.count() > MAX_LOOSE_ROWS:  # (a count runs every split at once; a limit would run them a few at a time)
+        scan.unpersist()
+        return _pairs_by_shuffle(sentences, cutter, spark, f"over {MAX_LOOSE_ROWS:,} sentences out of reading order")
+    loose = loose.collect()
+    edges = {(r.paper_id, r.section_idx, r.para_idx, r.sent_idx) for r in loose if r._kind == "edge"}
+    seconds, read_again = set(), set()
+    for head in (r for r in loose if r._kind == "head"):
+        key = (head.paper_id, head.section_idx, head.para_idx)
+        if not head.at_block_start:  # out of order within a split: its predecessor is not among the edges
+            read_again.add(head.paper_id)
+        for second in (head.sent_idx, head.sent_idx + 1):
+            seconds.add((*key, second))
+            if any(i >= 0 and (*key, i) not in edges for i in (second - 1, second - 2)):
+                read_again.add(head.paper_id)
+    if len(read_again) > MAX_PAPERS_READ_AGAIN:
+        scan.unpersist()
+        return _pairs_by_shuffle(sentences, cutter, spark, f"{len(read_again):,} papers out of reading order")
+
+    by_kind = {kind: scan.filter(F.col("_kind") == kind) for kind in KINDS}
+    examined = by_kind["count"].groupBy("year").agg(F.sum("n").alias("count"))
+    opening = by_kind["pair"].select(*PAIR_FIELDS, *(f.name for f in _MATCH_FIELDS))
+    how = "pairs formed in reading order"
+    if seconds:
+        columns = [c for c in SENTENCE_FIELDS if c != "year"]
+        rows = by_kind["edge"].select(*columns)
+        if read_again:
+            rows = rows.unionByName(sentences.filter(in_predicate("paper_id", sorted(read_again))).select(*columns))
+        wanted = spark.createDataFrame(sorted(seconds), "paper_id string, section_idx int, para_idx int, second_sent_idx int")
+        left_out = _named_for_mining(consecutive_pairs(rows.dropDuplicates([*PARAGRAPH_KEY, "sent_idx"])).join(
+            F.broadcast(wanted), [*PARAGRAPH_KEY, "second_sent_idx"], "left_semi"))
+        examined = examined.unionByName(left_out.groupBy(F.year("pub_date").alias("year")).count()).groupBy("year").agg(
+            F.sum("count").alias("count"))
+        opening = opening.unionByName(match_markers(prefilter(left_out, cutter), cutter, spark)
+                                      .filter(F.col("role").isNotNull()).select(*opening.columns))
+        how += (f" ({len(seconds):,} pair(s) across file splits formed from their edges"
+                + (f", {len(read_again):,} paper(s) read again" if read_again else "") + ")")
+    return _Pairs(scan, examined, opening, how)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,16 +446,16 @@ def pair_id_column() -> F.Column:
 
 @dataclass
 class Mining:
-    """``scanned``: one row per consecutive pair, its publication ``year`` and, when the pre-filter passes it,
-    the pair's columns (``_pair``; null otherwise); ``examined``: (year, count) of the consecutive pairs the
-    matcher looked at; ``matched`` and ``examined`` both read ``scanned``, so a stage that persists it forms
-    the pairs (one shuffle of the sentences) once;
+    """``scanned``: the pass over the sentences that forms the pairs (in reading order: persisted already; by the
+    shuffle: one row per consecutive pair, its ``year`` and, when the pre-filter passes it, the pair's columns);
+    ``examined``: (year, count) of the consecutive pairs the matcher looked at; ``matched`` and ``examined``
+    both read ``scanned``, so a stage that persists it forms the pairs once; ``pairing``: how, in words;
     ``matched``: every pair whose second sentence opens with a marker, with its ``drop_reason`` (null: kept) and
     its rank among the kept pairs of the same (query, gold) text; ``mined``: the ``mined_pairs`` rows;
     ``drops``: the matched pairs that are not rows, with their reason; ``displaced``: the pairs kept elsewhere
     (``mine_pairs``'s ``kept_elsewhere``) that a matched pair with a smaller pair id now makes duplicates. All
-    lazy; ``mined`` and ``drops`` both read ``matched``, so a stage that persists ``matched`` runs the matching
-    and the de-duplication once."""
+    lazy but a ``scanned`` in reading order; ``mined`` and ``drops`` both read ``matched``, so a stage that
+    persists ``matched`` runs the matching and the de-duplication once."""
 
     scanned: DataFrame
     examined: DataFrame
@@ -323,26 +463,26 @@ class Mining:
     mined: DataFrame
     drops: DataFrame
     displaced: DataFrame
+    pairing: str = ""
 
 
 DUPLICATE_OF = "same query and gold text as "  # the detail of a duplicate_pair drop, before the kept pair's id
 
 
 def mine_pairs(spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, config: MiningConfig,
-               kept_elsewhere: DataFrame | None = None) -> Mining:
+               kept_elsewhere: DataFrame | None = None, in_order: bool = True) -> Mining:
     """sentences -> pairs examined, matched pairs, ``mined_pairs`` rows (de-duplicated) and the drops.
 
     ``kept_elsewhere``: ``mined_pairs`` rows of papers that are not in ``sentences`` (an update mines only some
     papers). The duplicate rule ranks the matched pairs together with them, so a matched pair whose text one
     of them has with a smaller pair id is a duplicate of it, as in a mine of every paper at once.
+
+    ``in_order``: form the pairs in reading order (one pass over the sentences, run here and persisted in
+    ``scanned``), falling back to the shuffle for a table out of order; False: by the shuffle (lazy).
     """
     cutter = pair_cutter(lexicon, config)
-    pairs = pairs_for_mining(sentences)
-    scanned = pairs.select(F.year("pub_date").alias("year"),
-                           F.when(F.col("second_norm").rlike(cutter.opening_regex()), F.struct(*pairs.columns)).alias("_pair"))
-    candidates = scanned.filter(F.col("_pair").isNotNull()).select("_pair.*")
-    opening = match_markers(candidates, cutter, spark).filter(F.col("role").isNotNull())
-    cut = cut_pairs(opening, cut_patterns(lexicon, config.query_opening_clause_words),
+    pairs = _pairs_in_order(sentences, cutter, spark) if in_order else _pairs_by_shuffle(sentences, cutter, spark, "asked")
+    cut = cut_pairs(pairs.opening, cut_patterns(lexicon, config.query_opening_clause_words),
                     java_citation_patterns(spark, config), config.min_chars)
     # Only what the rows and drops need goes on to the de-duplication window (and its shuffle).
     cut = cut.select(*MATCHED_COLUMNS).withColumn("pair_id", pair_id_column()).withColumn("_elsewhere", F.lit(False))
@@ -374,9 +514,8 @@ def mine_pairs(spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, conf
         role="role", text="gold_cut", detail=F.when(kept, duplicate).otherwise(marker),
     )
     displaced = ranked.filter(F.col("_elsewhere") & (F.col("_n") > 1)).select("pair_id", "_first_pair_id")
-    examined = scanned.groupBy("year").count()
-    return Mining(scanned=scanned, examined=examined, matched=matched, mined=mined.select(*TABLES["mined_pairs"].column_names),
-                  drops=drops, displaced=displaced)
+    return Mining(scanned=pairs.scanned, examined=pairs.examined, matched=matched,
+                  mined=mined.select(*TABLES["mined_pairs"].column_names), drops=drops, displaced=displaced, pairing=pairs.how)
 
 
 def papers_sharing_texts(mined_pairs: DataFrame, drops: DataFrame, texts: DataFrame) -> DataFrame:

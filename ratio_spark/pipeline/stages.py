@@ -168,14 +168,15 @@ class Mine(Stage):
 
         lexicon = load_lexicon(io.file("lexicon"))
         io.log(f"lexicon {lexicon.version} ({len(lexicon.markers)} markers), matching consecutive pairs")
-        mining = mine_pairs(io.spark, io.read("sentences"), lexicon, io.settings)
-        # Persisted: the pairs (the counts per year and the matching read them) and the matched pairs (the
-        # rows and the drops read them), so the sentences are read and paired once, and matched once.
-        scanned = mining.scanned.persist(StorageLevel.MEMORY_AND_DISK)
-        matched = mining.matched.persist(StorageLevel.MEMORY_AND_DISK)
+        with io.phase("forming the pairs and counting them per year"):
+            mining = mine_pairs(io.spark, io.read("sentences"), lexicon, io.settings)
+            # Persisted: the pairs (the counts per year and the matching read them) and the matched pairs (the
+            # rows and the drops read them), so the sentences are read and paired once, and matched once.
+            scanned = mining.scanned.persist(StorageLevel.MEMORY_AND_DISK)
+            matched = mining.matched.persist(StorageLevel.MEMORY_AND_DISK)
+            examined_by_year = {r["year"]: r["count"] for r in mining.examined.collect()}
+        io.log(mining.pairing)
         try:
-            with io.phase("forming the pairs and counting them per year"):
-                examined_by_year = {r["year"]: r["count"] for r in mining.examined.collect()}
             with io.phase("matching, cutting and de-duplicating the pairs that open with a marker"):
                 n_matched = matched.count()
             written = io.phases({
@@ -262,6 +263,7 @@ class MinePapers(Mine):
         finally:
             matched.unpersist()
             scanned.unpersist()
+            mining.scanned.unpersist()  # a second mine's pairs (those in reading order are persisted as formed)
         drops_now = io.spark.read.format("delta").load(table_location(io.config, "drops")).filter(F.col("stage") == "mine")
         after = {"mined_pairs": rows_and_matching(written, where)}
         here = {r["reason"]: r["count"] for r in drops_now.filter(where).groupBy("reason").count().collect()}
