@@ -115,11 +115,10 @@ class PairStream:
 
     def finish(self) -> tuple[pa.Table, dict, pa.Table, pa.Table]:
         """The partition's last two rows are edges (a paragraph may run on in the next split)."""
-        carry = self.carry if self.carry is not None else None
-        if carry is None:
+        if self.carry is None:
             return self._empty(None)
-        pairs, counts, _, heads = self._empty(carry)
-        return pairs, counts, carry.select(list(SENTENCE_FIELDS)), heads
+        pairs, counts, _, heads = self._empty(self.carry)
+        return pairs, counts, self.carry.select(list(SENTENCE_FIELDS)), heads
 
     def _pairs(self, work: pa.Table, seconds: np.ndarray, sent: np.ndarray) -> pa.Table:
         """The pairs (i-1, i) for the rows ``seconds``, with their context (i-2 where i-1 is past the first)."""
