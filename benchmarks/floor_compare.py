@@ -48,9 +48,9 @@ def measure(command: list[str], checkout: Path) -> dict:
     return {"seconds": round(seconds, 2), "cpu_seconds": round(sum(cpu.values()), 2), "load_before": round(load, 2)}
 
 
-def interleaved(before: Path, after: Path, repeats: int, run, extra: dict, out: Path | None) -> None:
+def interleaved(before: Path, after: Path, repeats: int, run, extra: dict, out: Path | None) -> dict:
     """``run(label, checkout)`` for before and after in turn, ``repeats`` times; the runs, their medians and
-    ``extra`` printed and written to ``out``."""
+    ``extra`` printed, written to ``out`` and returned."""
     runs: dict[str, list[dict]] = {"before": [], "after": []}
     for repeat in range(repeats):
         for label, checkout in (("before", before), ("after", after)):
@@ -62,6 +62,7 @@ def interleaved(before: Path, after: Path, repeats: int, run, extra: dict, out: 
     print(json.dumps({k: report[k] for k in ("median_seconds", "median_cpu_seconds")}))
     if out:
         out.write_text(json.dumps(report, indent=2) + "\n")
+    return report
 
 
 def one_run(checkout: Path, sentences: str, settings: list[str]) -> dict:

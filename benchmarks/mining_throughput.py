@@ -5,9 +5,8 @@ written to Delta first so every run reads from disk the same way), after one unt
 starts the Python workers (its time is reported as first_python_job_seconds):
   bare_scan   read sentences, form consecutive pairs, count them (Spark prunes the text columns)
   full_scan   the same pairs with every column read (a hash of all columns, summed)
-  vectorised  the same pairs, JVM pre-filter + matching in Arrow batches (mapInArrow) + the cutting rules as
-              Spark SQL expressions (``cut_pairs``), count matches
-(The row-at-a-time UDF variant of earlier runs is gone: the cutting rules are no longer Python.)
+  vectorised  the same pairs, JVM pre-filter + matching and cutting in Arrow batches (mapInArrow, ``cut_matched``),
+              count matches
 
     python benchmarks/mining_throughput.py --sentences /tmp/acl-tables/sentences --lexicon v1
 """
@@ -25,11 +24,8 @@ from pyspark.sql import functions as F
 
 from ratio_spark.config import load_config
 from ratio_spark.lexicon.loader import load_lexicon
-from ratio_spark.lexicon.matcher import cut_patterns
 from ratio_spark.pipeline.settings import MiningConfig
-from ratio_spark.pipeline.mine import (
-    CUT_COLUMNS, cut_pairs, java_citation_patterns, match_markers, pair_cutter, pairs_for_mining, prefilter,
-)
+from ratio_spark.pipeline.mine import CUT_COLUMNS, cut_matched, pair_rules, pairs_for_mining, prefilter
 from ratio_spark.pipeline.session import build_spark_session
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,17 +51,14 @@ def main() -> None:
     spark = build_spark_session(config.spark)
     lexicon = load_lexicon(args.lexicon)
     mining = MiningConfig()
-    cutter = pair_cutter(lexicon, mining)
-    patterns = cut_patterns(lexicon, mining.query_opening_clause_words)
-    citations = java_citation_patterns(spark, mining)
+    rules = pair_rules(lexicon, mining)
     base = spark.read.format("delta").load(args.sentences)
     results: dict = {"lexicon": lexicon.version, "markers": len(lexicon.markers), "master": args.master,
                      "cpus": os.cpu_count(), "scales": {}}
 
     def matched(pairs):
-        """Pre-filter, match in Arrow batches, cut in the JVM: what ``mine_pairs`` does before de-duplication."""
-        opening = match_markers(prefilter(pairs, cutter), cutter, spark).filter(F.col("role").isNotNull())
-        return cut_pairs(opening, patterns, citations, mining.min_chars)
+        """Pre-filter, match and cut in Arrow batches: what ``mine_pairs`` does before de-duplication."""
+        return cut_matched(prefilter(pairs, rules.cutter), rules, spark)
 
     for scale in [int(s) for s in args.scales.split(",")]:
         location = f"{args.workdir}/sentences_x{scale}"

@@ -3,7 +3,7 @@
 The baseline is ours, written to be what a careful single-node implementation of our mining rules looks like
 (the paper's stage 1 is pandas + multiprocessing): read the sentences with pyarrow, form consecutive pairs in
 pandas (shift within a paragraph), keep the pairs whose second sentence opens with a marker (the same opening
-regex as the Spark stage's pre-filter), cut them with the project's ``PairCutter`` and the same rules in plain Python (``PythonRules``) in a pool of
+regex as the Spark stage's pre-filter), cut them with the project's rules (``PairRules``, the stage's own Python rules) in a pool of
 worker processes, de-duplicate on (query, gold) keeping the smallest pair id, and write the mined pairs and the
 drops as Parquet. It must give the same ``mined_pairs`` rows and the same drops by reason as ``ratio-spark mine``;
 ``bench`` checks that on every run and fails otherwise.
@@ -103,107 +103,28 @@ def _pattern_lexicon(workdir: Path, folder: Path) -> None:
 # the pandas + multiprocessing baseline
 # ------------------------------------------------------------------------------------------------
 
-_SPACES, _SEPARATORS, _TAIL = re.compile(r"\s*"), re.compile(r"[\s,]+"), re.compile(r"\s*,?\s*")
-
-
 class PythonRules:
-    """The rules of ``ratio-spark mine`` for one pair, in plain Python: the same ``PairCutter`` (the automaton) and
-    the same patterns (``cut_patterns(..., engine="python")``, the configured citation families), applied row by
-    row with ``re``, as a single-node implementation would. ``mine`` runs rules 2-4 as Spark SQL expressions;
-    ``bench`` checks on every run that both give the same rows."""
+    """The rules of ``ratio-spark mine`` for one pair (``ratio_spark.lexicon.matcher.PairRules``, as the stage
+    builds them from the default ``mining:`` configuration), applied row by row, as a single-node implementation
+    would; ``cut`` gives the ``ROLE_COLUMNS`` values. ``bench`` checks on every run that both give the same rows."""
 
     def __init__(self, lexicon: str):
-        import re
-
         from ratio_spark.lexicon.loader import load_lexicon
-        from ratio_spark.lexicon.matcher import cut_patterns
-        from ratio_spark.pipeline.mine import citation_patterns, pair_cutter  # the one configuration -> rules mapping
+        from ratio_spark.pipeline.mine import pair_rules  # the one configuration -> rules mapping
         from ratio_spark.pipeline.settings import MiningConfig
 
-        config = MiningConfig(lexicon=lexicon)
-        lexicon_ = load_lexicon(lexicon)
-        self.cutter = pair_cutter(lexicon_, config)
-        self.min_chars = config.min_chars
-        patterns = cut_patterns(lexicon_, config.query_opening_clause_words, engine="python")
-        compiled = lambda p: re.compile(p) if p else None
-        self.list_prefix, self.ordinal = re.compile(patterns.list_prefix), compiled(patterns.ordinal)
-        self.openings = [p for p in (compiled(patterns.ordinal_comma), compiled(patterns.opening_clause)) if p]
-        self.leading_list = re.compile(patterns.leading_list, re.IGNORECASE)
-        self.citations = [(reason, re.compile(p)) for reason, p in citation_patterns(config).items()]
+        self.rules = pair_rules(load_lexicon(lexicon), MiningConfig(lexicon=lexicon))
+        self.cutter = self.rules.cutter
 
-    def strip_gold(self, text: str) -> str:
-        for _ in range(2):
-            before = text
-            text = self.list_prefix.sub("", text, count=1)
-            found = self.ordinal.match(text) if self.ordinal else None
-            if found and found.end() < len(text):
-                text = text[found.end():]
-            if text == before:
-                break
-        return text.strip()
-
-    def strip_query(self, text: str) -> str:
-        found = self.cutter.match(text)
-        if found and found.rest_start < len(text):
-            return text[found.rest_start:].strip()
-        for opening in self.openings:
-            cut = opening.match(text)
-            if cut and cut.end() < len(text):
-                return text[cut.end():].strip()
-        return text
-
-    def cut_original(self, original: str | None, prefix: str) -> str | None:
-        """The original text without the words of the normalised ``prefix`` (case-insensitive, separated by
-        spaces or commas, after an optional list marker, one comma after them), or None where they do not align."""
-        if original is None:
+    def cut(self, *pair) -> list | None:
+        """One pair (``PAIR_INPUTS``) -> the values of ``ROLE_COLUMNS``, or None when no marker opens its second sentence."""
+        cut = self.rules.cut(*pair)
+        if cut is None:
             return None
-        words = prefix.replace(",", " ").split()
-        if not words:
-            return original.strip()
-        lead = self.leading_list.match(original)
-        for start in (lead.end(), 0) if lead else (0,):
-            pos = _SPACES.match(original, start).end()
-            for index, word in enumerate(words):
-                separator = _SEPARATORS.match(original, pos) if index else None
-                if index and separator is None:
-                    break
-                pos = separator.end() if separator else pos
-                if original[pos:pos + len(word)].lower() != word:
-                    break
-                pos += len(word)
-            else:
-                return original[_TAIL.match(original, pos).end():].strip()
-        return None
-
-    def cut(self, query_norm, query_original, query_flag, second_norm, second_original, second_flag) -> list | None:
-        """One pair -> the values of ``ROLE_COLUMNS``, or None when no marker opens the second sentence."""
-        from ratio_spark.core.schema import Reason
-
-        second = second_norm or ""
-        found = self.cutter.match(second)
-        if found is None:
-            return None
-        marker = found.marker
-        gold = self.strip_gold(second[found.rest_start:])
-        removed_from_second = second[: len(second) - len(gold)] if second.endswith(gold) else second[: found.rest_start]
-        query_norm = query_norm or ""
-        query = self.strip_query(query_norm)
-        removed_from_query = query_norm[: len(query_norm) - len(query)] if query_norm.endswith(query) else ""
-        texts = (query, gold) if marker.is_move else (gold,)
-        drop = None
-        if second_flag is not None or (marker.is_move and query_flag is not None):
-            drop = Reason.MALFORMED_SENTENCE
-        elif citation := next((reason for reason, p in self.citations if any(p.search(t) for t in texts)), None):
-            drop = citation
-        elif marker.is_move and len(query) < self.min_chars:
-            drop = Reason.SHORT_QUERY
-        elif len(gold) < self.min_chars:
-            drop = Reason.SHORT_GOLD
-        query_cut_original = self.cut_original(query_original, removed_from_query)
+        marker = cut.found.marker
         return [marker.role, marker.label if marker.is_move else None, None if marker.is_move else marker.label,
-                found.text, marker.text, marker.source, query,
-                query_cut_original if query_cut_original is not None else query_original,
-                gold, self.cut_original(second_original, removed_from_second), drop]
+                cut.found.text, marker.text, marker.source, cut.query_cut, cut.query_cut_original, cut.gold_cut,
+                cut.gold_cut_original, cut.drop_reason]
 
 
 _RULES: PythonRules | None = None
@@ -222,8 +143,6 @@ def _cut_chunk(chunk: pd.DataFrame) -> list:
 
 def baseline(sentences: str, lexicon: str, processes: int, out: Path) -> dict:
     """The rules of ``ratio-spark mine`` in pandas; writes ``mined_pairs.parquet`` and ``drops.parquet`` to ``out``."""
-    import re
-
     from ratio_spark.core.delta import read_delta
     from ratio_spark.core.schema import Reason
 

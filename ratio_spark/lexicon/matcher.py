@@ -2,10 +2,9 @@
 
 ``PairCutter`` holds an Aho-Corasick automaton over every marker of a lexicon (pyahocorasick). It is
 built once on the driver, broadcast, and applied to Arrow batches of candidate pairs by
-``ratio_spark.pipeline.mine``: the one part of mining that runs in Python. The rules that follow a match
-(cutting the gold, the query and the original texts, the drops) are Spark SQL expressions in
-``ratio_spark.pipeline.mine``; their regular expressions are built here (``cut_patterns``), spelled for
-Java or for Python's ``re`` from one definition, as the normalisation rules are (``core.text``).
+``ratio_spark.pipeline.mine``. ``PairRules`` applies the rules that follow a match (cutting the gold, the
+query and the original texts, the drops) to the same pairs in the same pass, with Python's ``re``: ~15 µs a
+pair, where the same rules as Spark SQL expressions took ~45 µs of CPU (issue 28, docs/performance.md).
 
 The rules, in order, for a consecutive pair (first sentence q, second sentence s), on normalised text
 (docs/mining.md lists them with their defaults):
@@ -36,19 +35,12 @@ from dataclasses import dataclass
 import ahocorasick
 
 from ratio_spark.lexicon.loader import Lexicon, Marker
-from ratio_spark.core.schema import DEFAULT_MAX_EXTENSION_WORDS
+from ratio_spark.core.schema import DEFAULT_MAX_EXTENSION_WORDS, Reason
 from ratio_spark.core.text import LEADING_LIST_MARKER_PATTERN, trie_alternation
 
 # What continues a word after a marker (so the marker does not end there): Python's \w, a hyphen or an
 # apostrophe. ``str.isalnum`` is exactly the non-underscore part of Python's Unicode \w.
 _WORD_PUNCTUATION = "_-'’"
-# Python's Unicode \w, spelled per engine (java.util.regex's \w is ASCII-only).
-_WORD_CHARS = {"python": r"\w", "java": r"\p{L}\p{N}_"}
-# Python's whitespace (str.isspace), for Spark's trim functions (much faster than a regex at the end of a text),
-# and as a Java character class (Java's \s is ASCII-only): the original texts keep the readers' spacing.
-SPACE_CHARACTERS = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B)))
-                    + "\u2028\u2029\u202f\u205f\u3000")
-_JAVA_SPACE = "[" + "".join(f"\\u{ord(c):04x}" for c in SPACE_CHARACTERS) + "]"
 # The comma after a marker or ordinal, with the empty commas normalisation leaves where it removed a
 # citation ("for example, [12], and x" -> "for example, , and x"): the gold starts after all of them.
 COMMA_RUN = r"\s*,[\s,]*"
@@ -77,8 +69,8 @@ def opening_regex(markers, ordinals=()) -> str:
 
 @dataclass(frozen=True)
 class CutPatterns:
-    """The regular expressions of rules 2 and 3, each anchored at the start of the text it is matched on,
-    spelled for one engine (``java``: Spark's ``regexp_extract``/``regexp_replace``; ``python``: ``re``).
+    """The regular expressions of rules 2 and 3 (Python's ``re``), each anchored at the start of the text it is
+    matched on.
 
     ``list_prefix``: a leading list prefix of the gold, unless a comma follows it ("(3), shows" refers to
     example 3); ``ordinal``: a leading ordinal of the gold with a comma, or an -ly ordinal without one
@@ -86,21 +78,19 @@ class CutPatterns:
     a query's opening clause of at most ``query_clause_words`` words and a comma followed by a space
     ("1,000" is a number), unless a discourse marker and its comma follow (the clause is then the subject:
     "this reorientation, however, ..."; None: the rule is off); ``leading_list``: a list marker opening an original
-    text (matched case-insensitively); ``space``: one whitespace character as Python's ``str.isspace``
-    reads it (the original texts are cut word by word across it)."""
+    text (matched case-insensitively)."""
 
     list_prefix: str
     ordinal: str | None
     ordinal_comma: str | None
     opening_clause: str | None
     leading_list: str
-    space: str
 
 
-def cut_patterns(lexicon: Lexicon, query_clause_words: int, engine: str = "java") -> CutPatterns:
-    """The ``CutPatterns`` of a lexicon (its ordinals and markers), for ``engine`` (``java`` or ``python``)."""
+def cut_patterns(lexicon: Lexicon, query_clause_words: int) -> CutPatterns:
+    """The ``CutPatterns`` of a lexicon (its ordinals and markers)."""
     ordinals = lexicon.ordinals
-    not_a_boundary = r"[%s\-'’]" % _WORD_CHARS[engine]
+    not_a_boundary = r"[\w\-'’]"
     alternation = _alternation(ordinals)
     ly_ordinals = _alternation(o for o in ordinals if o.endswith("ly"))
     # A clause followed by a parenthetical discourse marker and its comma is the sentence's subject, not an
@@ -117,7 +107,6 @@ def cut_patterns(lexicon: Lexicon, query_clause_words: int, engine: str = "java"
                         % (_WORD, query_clause_words - 1, _WORD, parenthetical)
                         if query_clause_words > 0 else None),
         leading_list=LEADING_LIST_MARKER_PATTERN,
-        space=r"\s" if engine == "python" else _JAVA_SPACE,
     )
 
 
@@ -149,7 +138,7 @@ class PairCutter:
         self.longest = max(len(m.text) for m in self.markers)
         self._lengths = [len(m.text) for m in self.markers]
         self._extension = re.compile(r"((?:\s+%s){0,%d}?)%s" % (_WORD, max_extension_words, COMMA_RUN))
-        ordinal_comma = cut_patterns(lexicon, 0, "python").ordinal_comma
+        ordinal_comma = cut_patterns(lexicon, 0).ordinal_comma
         self._ordinal_comma = re.compile(ordinal_comma) if ordinal_comma else None
 
     def opening_regex(self) -> str:
@@ -194,3 +183,114 @@ class PairCutter:
             if best is None or key > best[0]:
                 best = (key, found)
         return best[1] if best else None
+
+
+_SPACES, _SEPARATORS, _TAIL = re.compile(r"\s*"), re.compile(r"[\s,]+"), re.compile(r"\s*,?\s*")
+
+
+@dataclass(frozen=True)
+class CutPair:
+    """What rules 1-4 make of a pair: the match (rule 1), the cut texts (rules 2 and 3, each on the normalised
+    text and on the original, None where the original's words do not align) and the drop reason (rule 4, None:
+    kept)."""
+
+    found: MarkerMatch
+    query_cut: str
+    query_cut_original: str | None
+    gold_cut: str
+    gold_cut_original: str | None
+    drop_reason: str | None
+
+
+class PairRules:
+    """Rules 1-4 (the module docstring) for one pair, in plain Python; picklable, so it can be broadcast.
+
+    ``citations``: drop reason -> pattern (Python's ``re``), checked in order; ``min_chars``: the shortest
+    query and gold kept."""
+
+    def __init__(self, cutter: PairCutter, patterns: CutPatterns, citations: dict[str, str], min_chars: int):
+        self.cutter, self.min_chars = cutter, min_chars
+        self.list_prefix = re.compile(patterns.list_prefix)
+        self.ordinal = re.compile(patterns.ordinal) if patterns.ordinal else None
+        self.openings = [re.compile(p) for p in (patterns.ordinal_comma, patterns.opening_clause) if p]
+        self.leading_list = re.compile(patterns.leading_list, re.IGNORECASE)
+        self.citations = [(reason, re.compile(pattern)) for reason, pattern in citations.items()]
+        # One search for any family first: most texts hold no citation.
+        self.any_citation = re.compile("|".join(f"(?:{p})" for p in citations.values())) if citations else None
+
+    def strip_gold(self, text: str) -> str:
+        """Rule 2 on the rest of the second sentence after the marker: a list prefix and then an ordinal
+        removed, twice (a second round only when the first removed something)."""
+        for _ in range(2):
+            before = text
+            text = self.list_prefix.sub("", text, count=1)
+            found = self.ordinal.match(text) if self.ordinal else None
+            if found and found.end() < len(text):
+                text = text[found.end():]
+            if text == before:
+                break
+        return text.strip()
+
+    def strip_query(self, text: str) -> str:
+        """Rule 3: the first sentence after the marker that opens it, or else after an opening ordinal and its
+        comma, or else after a short opening clause."""
+        found = self.cutter.match(text)
+        if found and found.rest_start < len(text):
+            return text[found.rest_start:].strip()
+        for opening in self.openings:
+            cut = opening.match(text)
+            if cut and cut.end() < len(text):
+                return text[cut.end():].strip()
+        return text
+
+    def cut_original(self, original: str | None, prefix: str) -> str | None:
+        """The original text without the words of the normalised ``prefix``: found one after the other,
+        case-insensitively, separated by spaces or commas, after an optional list marker ("(1) For example,
+        we") or else at the start, with one comma after them; None where they do not align. (The original
+        keeps case, citations and spacing.)"""
+        if original is None:
+            return None
+        words = prefix.replace(",", " ").split()
+        if not words:
+            return original.strip()
+        lead = self.leading_list.match(original)
+        for start in (lead.end(), 0) if lead else (0,):
+            pos = _SPACES.match(original, start).end()
+            for index, word in enumerate(words):
+                separator = _SEPARATORS.match(original, pos) if index else None
+                if index and separator is None:
+                    break
+                pos = separator.end() if separator else pos
+                if original[pos:pos + len(word)].lower() != word:
+                    break
+                pos += len(word)
+            else:
+                return original[_TAIL.match(original, pos).end():].strip()
+        return None
+
+    def cut(self, query_norm: str | None, query_original: str | None, query_flag: str | None,
+            second_norm: str | None, second_original: str | None, second_flag: str | None) -> CutPair | None:
+        """One pair -> its ``CutPair``, or None when no marker opens the second sentence."""
+        second = second_norm or ""
+        found = self.cutter.match(second)
+        if found is None:
+            return None
+        marker = found.marker
+        gold = self.strip_gold(second[found.rest_start:])
+        removed_from_second = second[: len(second) - len(gold)] if second.endswith(gold) else second[: found.rest_start]
+        query_norm = query_norm or ""
+        query = self.strip_query(query_norm)
+        removed_from_query = query_norm[: len(query_norm) - len(query)] if query_norm.endswith(query) else ""
+        texts = (query, gold) if marker.is_move else (gold,)
+        drop = None
+        if second_flag is not None or (marker.is_move and query_flag is not None):
+            drop = Reason.MALFORMED_SENTENCE
+        elif self.any_citation is not None and any(self.any_citation.search(t) for t in texts):
+            drop = next(reason for reason, p in self.citations if any(p.search(t) for t in texts))
+        elif marker.is_move and len(query) < self.min_chars:
+            drop = Reason.SHORT_QUERY
+        elif len(gold) < self.min_chars:
+            drop = Reason.SHORT_GOLD
+        query_cut_original = self.cut_original(query_original, removed_from_query)
+        return CutPair(found, query, query_original if query_cut_original is None else query_cut_original,
+                       gold, self.cut_original(second_original, removed_from_second), drop)

@@ -6,11 +6,10 @@ import datetime as dt
 
 import pytest
 
-from conftest import REPO_ROOT
 from ratio_spark.lexicon.loader import LexiconError, load_lexicon
 from ratio_spark.lexicon.matcher import PairCutter, opening_regex
 from ratio_spark.core.text import normalize_text
-from ratio_spark.pipeline.mine import citation_patterns, pair_cutter
+from ratio_spark.pipeline.mine import citation_patterns, pair_cutter, pair_rules
 from ratio_spark.pipeline.settings import MiningConfig
 
 MARKERS = [
@@ -48,21 +47,16 @@ CUT_FIELDS = ("role", "move", "category", "marker", "marker_entry", "marker_sour
 
 
 def cut_pairs(spark, lexicon, rows, config=None) -> list[list | None]:
-    """Each (query, query original, query flag, second, second original, second flag) through mine's matching
-    (the broadcast automaton in Arrow batches) and its rules (Spark SQL): the ``CUT_FIELDS`` values, or None
-    where no marker opens the second sentence. One Spark job for all ``rows``."""
-    from ratio_spark.pipeline.mine import cut_pairs as rules, java_citation_patterns, match_markers
-    from ratio_spark.lexicon.matcher import cut_patterns
-    from pyspark.sql import functions as F
+    """Each (query, query original, query flag, second, second original, second flag) through mine's rules as
+    the stage runs them (broadcast, over Arrow batches in the Python workers): the ``CUT_FIELDS`` values, or
+    None where no marker opens the second sentence. One Spark job for all ``rows``."""
+    from ratio_spark.pipeline.mine import cut_matched, pair_rules
 
     config = config or MiningConfig()
     schema = ("i int, query_norm string, query_original string, query_flag string, second_norm string, "
               "second_original string, second_flag string")
     frame = spark.createDataFrame([(i, *row) for i, row in enumerate(rows)], schema)
-    matched = match_markers(frame, pair_cutter(lexicon, config), spark).filter(F.col("role").isNotNull())
-    cut = rules(matched, cut_patterns(lexicon, config.query_opening_clause_words),
-                java_citation_patterns(spark, config), config.min_chars)
-    by_row = {r["i"]: [r[f] for f in CUT_FIELDS] for r in cut.collect()}
+    by_row = {r["i"]: [r[f] for f in CUT_FIELDS] for r in cut_matched(frame, pair_rules(lexicon, config), spark).collect()}
     return [by_row.get(i) for i in range(len(rows))]
 
 
@@ -321,15 +315,6 @@ def test_the_citation_filter_is_configurable(spark, lexicon):
     assert cut_pair(spark, lexicon, text, text, None, "however, " + QUERY, "However, " + QUERY, None)[10] is None
 
 
-def test_a_citation_pattern_java_cannot_read_fails_naming_its_key(spark, lexicon):
-    """The patterns run in the JVM: one that java.util.regex rejects (Python reads it) is one line at start-up."""
-    from ratio_spark.core.config import ConfigError
-    from ratio_spark.pipeline.mine import java_citation_patterns
-
-    with pytest.raises(ConfigError, match=r"mining\.citation_filter\.brackets: not a regular expression Java reads"):
-        java_citation_patterns(spark, MiningConfig(citation_filter={"brackets": r"\[(?P<x>\d)\]"}))
-
-
 def test_original_text_is_cut_word_by_word(spark, lexicon):
     query = "our model is prone to overfitting on the small training sets."
     rows = [(query, query, None, "to address this issue, we apply dropout.", "To address this issue, we apply Dropout [3].", None),
@@ -476,19 +461,6 @@ def test_mining_applies_the_rules_in_spark(spark, lexicon):
     assert sorted(r.reason for r in mining.drops.collect()) == ["citation_author_year", "citation_et_al"]
 
 
-def _python_rules():
-    """``PythonRules`` of benchmarks/mining_vs_pandas.py: the rules in plain Python, row by row, as main had them
-    before they moved into Spark SQL (the pandas baseline uses them)."""
-    import importlib.util
-    import sys
-
-    script = REPO_ROOT / "benchmarks" / "mining_vs_pandas.py"
-    spec = importlib.util.spec_from_file_location("mining_vs_pandas", script)
-    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.PythonRules
-
-
 def _generated_pairs(lexicon, count: int, seed: int = 7) -> list[tuple]:
     """``count`` pairs built from the real lexicon's markers and ordinals and the pieces every rule reads: list
     prefixes, comma runs, short clauses, numbers, citations of each family, brackets, flags, and originals that
@@ -539,14 +511,25 @@ def _generated_pairs(lexicon, count: int, seed: int = 7) -> list[tuple]:
     return pairs
 
 
-def test_the_sql_rules_give_the_python_rules_rows_on_many_pairs(spark):
-    """Rules 2-4 moved from Python into Spark SQL (issue 28): on thousands of pairs built from the real lexicon,
-    every field of every pair is what the Python rules give (``PythonRules``, main's rules row by row)."""
+def test_the_stage_gives_the_rules_rows_on_many_pairs(spark):
+    """The rules as the stage runs them (broadcast, over Arrow batches in the workers: nulls, several batches,
+    the entry's fields taken by index) give, on thousands of pairs built from the real lexicon, every field of
+    every pair as ``PairRules.cut`` called on the driver. (Before issue 28 moved them back into the pass, the
+    rules ran as Spark SQL expressions; this test then held those against these Python rules.)"""
     config = MiningConfig()
     lexicon = load_lexicon(config.lexicon)
-    rules = _python_rules()(config.lexicon)
+    rules = pair_rules(lexicon, config)
     pairs = _generated_pairs(lexicon, 4000)
-    expected = [rules.cut(*pair) for pair in pairs]
+
+    def fields(cut):
+        if cut is None:
+            return None
+        marker = cut.found.marker
+        return [marker.role, marker.label if marker.is_move else None, None if marker.is_move else marker.label,
+                cut.found.text, marker.text, marker.source, cut.query_cut, cut.query_cut_original, cut.gold_cut,
+                cut.gold_cut_original, cut.drop_reason]
+
+    expected = [fields(rules.cut(*pair)) for pair in pairs]
     got = cut_pairs(spark, lexicon, pairs, config)
     assert sum(row is not None for row in expected) > 2000  # the pairs exercise the rules, not only the matcher
     assert {row[10] for row in expected if row} >= {None, "malformed_sentence", "short_gold", "short_query",
@@ -555,30 +538,3 @@ def test_the_sql_rules_give_the_python_rules_rows_on_many_pairs(spark):
                                                     "citation_formula_placeholders"}
     differ = [(pair, want, have) for pair, want, have in zip(pairs, expected, got) if want != have]
     assert not differ, f"{len(differ)} of {len(pairs)} pairs differ, e.g. {differ[:3]}"
-
-
-def test_the_space_characters_are_pythons_whitespace():
-    """``SPACE_CHARACTERS`` (Spark's trims in the original-text rule) is exactly ``str.isspace``."""
-    import sys
-
-    from ratio_spark.lexicon.matcher import SPACE_CHARACTERS
-
-    assert set(SPACE_CHARACTERS) == {chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()}
-
-
-def test_the_trims_strip_what_the_regex_stripped(spark):
-    """The original-text rule strips its cut with trim functions instead of the regex ``^\\s*,?\\s*|\\s+$`` (issue 28:
-    4x faster in the JVM); on texts with every kind of whitespace and commas at both ends, the same result."""
-    import re
-
-    from pyspark.sql import functions as F
-
-    from ratio_spark.lexicon.matcher import SPACE_CHARACTERS
-    from ratio_spark.pipeline.mine import _strip_opening_comma
-
-    texts = ["", " ", ",", " , ", ",,x", " ,, x ,", "x", "x,", " ,x ", "\u00a0,\u2003we do x.\u3000", "\t, , a b \n",
-             ",\u2028", "a\u00a0\u00a0b", *(f"{c},{c}we{c}x{c}" for c in SPACE_CHARACTERS), None]
-    rows = spark.createDataFrame([(i, t) for i, t in enumerate(texts)], "i int, t string")
-    got = dict(rows.select("i", _strip_opening_comma(F.col("t")).alias("s")).collect())
-    want = {i: None if t is None else re.sub(r"^\s*,?\s*|\s+$", "", t) for i, t in enumerate(texts)}
-    assert got == want
