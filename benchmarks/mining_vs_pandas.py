@@ -119,12 +119,7 @@ class PythonRules:
     def cut(self, *pair) -> list | None:
         """One pair (``PAIR_INPUTS``) -> the values of ``ROLE_COLUMNS``, or None when no marker opens its second sentence."""
         cut = self.rules.cut(*pair)
-        if cut is None:
-            return None
-        marker = cut.found.marker
-        return [marker.role, marker.label if marker.is_move else None, None if marker.is_move else marker.label,
-                cut.found.text, marker.text, marker.source, cut.query_cut, cut.query_cut_original, cut.gold_cut,
-                cut.gold_cut_original, cut.drop_reason]
+        return None if cut is None else cut.fields()
 
 
 _RULES: PythonRules | None = None

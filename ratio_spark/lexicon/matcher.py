@@ -201,6 +201,14 @@ class CutPair:
     gold_cut_original: str | None
     drop_reason: str | None
 
+    def fields(self) -> list:
+        """The values mining writes for the pair: role, move, category, marker (the matched text), marker_entry,
+        marker_source, then the cut texts and the drop reason (``mine.MATCHED_COLUMNS``' order)."""
+        marker = self.found.marker
+        return [marker.role, marker.label if marker.is_move else None, None if marker.is_move else marker.label,
+                self.found.text, marker.text, marker.source, self.query_cut, self.query_cut_original, self.gold_cut,
+                self.gold_cut_original, self.drop_reason]
+
 
 class PairRules:
     """Rules 1-4 (the module docstring) for one pair, in plain Python; picklable, so it can be broadcast.

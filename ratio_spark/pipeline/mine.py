@@ -23,7 +23,7 @@ from pyspark.sql import types as T
 from ratio_spark.core.schema import TABLES, Reason
 from ratio_spark.lexicon.loader import Lexicon
 from ratio_spark.lexicon.matcher import PairCutter, PairRules, cut_patterns
-from ratio_spark.pipeline.ordered_pairs import BLOCK, KINDS, OPENS, PARAGRAPH_KEY, SENTENCE_FIELDS, stream_partition
+from ratio_spark.pipeline.ordered_pairs import BLOCK, OPENS, PARAGRAPH_KEY, SENTENCE_FIELDS, stream_partition
 from ratio_spark.pipeline.pairs import consecutive_pairs
 from ratio_spark.pipeline.tables import drop_rows, in_predicate
 
@@ -48,11 +48,7 @@ MATCHED_COLUMNS = ("paper_id", "pub_date", "query_sentence_id", "gold_sentence_i
 
 def pairs_for_mining(sentences: DataFrame) -> DataFrame:
     """Sentence i and i+1 of the same paragraph (``pairs.consecutive_pairs``), named as mining uses them."""
-    return _named_for_mining(consecutive_pairs(sentences))
-
-
-def _named_for_mining(pairs: DataFrame) -> DataFrame:
-    return pairs.select(
+    return consecutive_pairs(sentences).select(
         "paper_id", "pub_date",
         F.col("first_sentence_id").alias("query_sentence_id"),
         F.col("first_text").alias("query_original"),
@@ -153,7 +149,7 @@ def cut_matched(pairs: DataFrame, rules: PairRules, spark: SparkSession) -> Data
 # ---------------------------------------------------------------------------------------------
 
 # Past these, a table is taken to be out of reading order and its pairs are formed by the shuffle: the edges
-# and heads of a scan (collected on the driver), and the papers read again to place their heads.
+# and heads of a scan (collected on the driver), and the papers whose paragraphs are read again to place their heads.
 MAX_LOOSE_ROWS = 100_000
 MAX_PAPERS_READ_AGAIN = 1_000
 
@@ -234,48 +230,64 @@ def _pairs_by_shuffle(sentences: DataFrame, rules: PairRules, spark: SparkSessio
 
 
 def _pairs_in_order(sentences: DataFrame, rules: PairRules, spark: SparkSession) -> _Pairs:
-    """The pairs of one pass in reading order (persisted: this runs it), and the pairs it left out (those whose
-    second sentence is a head or follows one) formed by the window from the edges, or from the papers read
-    again where an edge is missing. Falls back to the shuffle when the table is out of order."""
+    """The pairs of one pass in reading order (persisted: this runs it), and the few it left out (those whose
+    second sentence is a head or follows one) formed and cut on the driver from the collected edges, or from the
+    sentences of their paragraphs read again where an edge is missing. Falls back to the shuffle when the table
+    is out of order."""
     from pyspark import StorageLevel
 
     scan = _scan_in_order(sentences, rules, spark).persist(StorageLevel.MEMORY_AND_DISK)
-    loose = scan.filter(F.col("_kind").isin("edge", "head")).select("_kind", *PARAGRAPH_KEY, "sent_idx", "at_block_start")
-    if loose.count() > MAX_LOOSE_ROWS:  # (a count runs every split at once; a limit would run them a few at a time)
+    columns = [c for c in SENTENCE_FIELDS if c != "year"]
+    loose = scan.filter(F.col("_kind").isin("edge", "head", "count")).select("_kind", "year", "n", "at_block_start", *columns)
+    # (A count runs every split at once; a limit would run them a few at a time. The count rows are one per batch
+    # and year: few.)
+    if loose.filter(F.col("_kind") != "count").count() > MAX_LOOSE_ROWS:
         scan.unpersist()
         return _pairs_by_shuffle(sentences, rules, spark, f"over {MAX_LOOSE_ROWS:,} sentences out of reading order")
     loose = loose.collect()
-    edges = {(r.paper_id, r.section_idx, r.para_idx, r.sent_idx) for r in loose if r._kind == "edge"}
+    at = {(r.paper_id, r.section_idx, r.para_idx, r.sent_idx): r for r in loose if r._kind == "edge"}
     seconds, read_again = set(), set()
     for head in (r for r in loose if r._kind == "head"):
         key = (head.paper_id, head.section_idx, head.para_idx)
         if not head.at_block_start:  # out of order within a split: its predecessor is not among the edges
-            read_again.add(head.paper_id)
+            read_again.add(key)
         for second in (head.sent_idx, head.sent_idx + 1):
             seconds.add((*key, second))
-            if any(i >= 0 and (*key, i) not in edges for i in (second - 1, second - 2)):
-                read_again.add(head.paper_id)
-    if len(read_again) > MAX_PAPERS_READ_AGAIN:
+            if any(i >= 0 and (*key, i) not in at for i in (second - 1, second - 2)):
+                read_again.add(key)
+    if len({key[0] for key in read_again}) > MAX_PAPERS_READ_AGAIN:
         scan.unpersist()
-        return _pairs_by_shuffle(sentences, rules, spark, f"{len(read_again):,} papers out of reading order")
+        return _pairs_by_shuffle(sentences, rules, spark, f"{len({key[0] for key in read_again}):,} papers out of reading order")
 
-    by_kind = {kind: scan.filter(F.col("_kind") == kind) for kind in KINDS}
-    examined = by_kind["count"].groupBy("year").agg(F.sum("n").alias("count"))
-    matched = by_kind["pair"].select(*MATCHED_COLUMNS)
+    examined_by_year: dict = {}
+    for row in (r for r in loose if r._kind == "count"):
+        examined_by_year[row.year] = examined_by_year.get(row.year, 0) + row.n
+    matched = scan.filter(F.col("_kind") == "pair").select(*MATCHED_COLUMNS)
     how = "pairs formed in reading order"
     if seconds:
-        columns = [c for c in SENTENCE_FIELDS if c != "year"]
-        rows = by_kind["edge"].select(*columns)
-        if read_again:
-            rows = rows.unionByName(sentences.filter(in_predicate("paper_id", sorted(read_again))).select(*columns))
-        wanted = spark.createDataFrame(sorted(seconds), "paper_id string, section_idx int, para_idx int, second_sent_idx int")
-        left_out = _named_for_mining(consecutive_pairs(rows.dropDuplicates([*PARAGRAPH_KEY, "sent_idx"])).join(
-            F.broadcast(wanted), [*PARAGRAPH_KEY, "second_sent_idx"], "left_semi"))
-        examined = examined.unionByName(left_out.groupBy(F.year("pub_date").alias("year")).count()).groupBy("year").agg(
-            F.sum("count").alias("count"))
-        matched = matched.unionByName(cut_matched(prefilter(left_out, rules.cutter), rules, spark).select(*MATCHED_COLUMNS))
+        if read_again:  # the sentences of those paragraphs (one Spark job)
+            paragraphs = spark.createDataFrame(sorted(read_again), "paper_id string, section_idx int, para_idx int")
+            again = sentences.filter(in_predicate("paper_id", sorted({key[0] for key in read_again}))).join(
+                F.broadcast(paragraphs), list(PARAGRAPH_KEY), "left_semi").select(*columns).collect()
+            at.update({(r.paper_id, r.section_idx, r.para_idx, r.sent_idx): r for r in again})
+        cut_rows = []
+        for *key, second in sorted(seconds):  # the pair (second - 1, second), as ``consecutive_pairs`` forms it
+            first, gold = at.get((*key, second - 1)), at.get((*key, second))
+            if first is None or gold is None:
+                continue
+            context = at.get((*key, second - 2))
+            year = first.pub_date.year if first.pub_date is not None else None
+            examined_by_year[year] = examined_by_year.get(year, 0) + 1
+            cut = rules.cut(first.norm_text, first.text, first.norm_flag, gold.norm_text, gold.text, gold.norm_flag)
+            if cut is not None:
+                cut_rows.append((first.paper_id, first.pub_date, first.sentence_id, gold.sentence_id,
+                                 context.norm_text if context is not None else None, *cut.fields()))
+        if cut_rows:
+            matched = matched.unionByName(spark.createDataFrame(cut_rows, matched.schema))
         how += (f" ({len(seconds):,} pair(s) across file splits formed from their edges"
-                + (f", {len(read_again):,} paper(s) read again" if read_again else "") + ")")
+                + (f", {len(read_again):,} paragraph(s) read again" if read_again else "") + ")")
+    examined = spark.createDataFrame(sorted(examined_by_year.items(), key=lambda item: (item[0] is None, item[0] or 0)),
+                                     "year int, count long")
     return _Pairs(scan, examined, matched, how)
 
 

@@ -35,7 +35,6 @@ OPENS, BLOCK = "_opens", "_block"
 # A pair as mining reads it (``mine.pairs_for_mining``'s columns).
 PAIR_FIELDS = ("paper_id", "pub_date", "query_sentence_id", "query_original", "query_norm", "query_flag",
                "context_text", "gold_sentence_id", "second_original", "second_norm", "second_flag")
-KINDS = ("pair", "count", "edge", "head")
 
 
 def _same(column: pa.Array) -> np.ndarray:

@@ -520,16 +520,7 @@ def test_the_stage_gives_the_rules_rows_on_many_pairs(spark):
     lexicon = load_lexicon(config.lexicon)
     rules = pair_rules(lexicon, config)
     pairs = _generated_pairs(lexicon, 4000)
-
-    def fields(cut):
-        if cut is None:
-            return None
-        marker = cut.found.marker
-        return [marker.role, marker.label if marker.is_move else None, None if marker.is_move else marker.label,
-                cut.found.text, marker.text, marker.source, cut.query_cut, cut.query_cut_original, cut.gold_cut,
-                cut.gold_cut_original, cut.drop_reason]
-
-    expected = [fields(rules.cut(*pair)) for pair in pairs]
+    expected = [None if cut is None else cut.fields() for cut in map(lambda pair: rules.cut(*pair), pairs)]
     got = cut_pairs(spark, lexicon, pairs, config)
     assert sum(row is not None for row in expected) > 2000  # the pairs exercise the rules, not only the matcher
     assert {row[10] for row in expected if row} >= {None, "malformed_sentence", "short_gold", "short_query",
