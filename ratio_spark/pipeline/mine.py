@@ -296,11 +296,6 @@ def pairs_examined(sentences: DataFrame) -> dict[int | None, int]:
     return {r["year"]: r["count"] for r in pairs_for_mining(sentences).groupBy(F.year("pub_date").alias("year")).count().collect()}
 
 
-def _text_key() -> F.Column:
-    """The de-duplication's hash of a matched pair's (drop reason, query, gold)."""
-    return F.xxhash64("drop_reason", "query_cut", "gold_cut")
-
-
 def pair_id_column() -> F.Column:
     return F.concat(F.lit("p"), F.substring(F.sha2(F.concat_ws("|", "query_sentence_id", "gold_sentence_id"), 256), 1, 16))
 
@@ -350,18 +345,11 @@ def mine_pairs(spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, conf
         elsewhere = kept_elsewhere.select(F.col("query_text").alias("query_cut"), F.col("gold_text").alias("gold_cut"),
                                           "pair_id").join(texts, ["query_cut", "gold_cut"], "left_semi")
         cut = cut.unionByName(elsewhere.withColumn("_elsewhere", F.lit(True)), allowMissingColumns=True)
-    # De-duplicate on (query, gold): the smallest pair id is kept, so reruns keep the same row; a dropped pair
-    # ranks only among pairs with its own drop reason, and its rank is not used. Few pairs share their texts, so
-    # a 64-bit hash of (reason, query, gold) finds the groups of more than one pair (an aggregation of 8-byte
-    # keys: no shuffle of the texts), and only their pairs are ranked by a window over the texts themselves
-    # (a hash collision costs a little work, never a wrong rank); every other pair is first of its own.
-    keyed = cut.withColumn("_key", _text_key())
-    shared = keyed.groupBy("_key").count().filter(F.col("count") > 1).select("_key")
+    # De-duplicate on (query, gold): the smallest pair id is kept, so reruns keep the same row. One window
+    # (one shuffle) over all matched pairs: a dropped pair ranks only among pairs with its own drop reason,
+    # and its rank is not used.
     first = Window.partitionBy("drop_reason", "query_cut", "gold_cut").orderBy("pair_id")
-    contested = keyed.join(shared, "_key", "left_semi").select(
-        "pair_id", "_elsewhere", F.row_number().over(first).alias("_n"), F.first("pair_id").over(first).alias("_first_pair_id"))
-    ranked = keyed.join(contested, ["pair_id", "_elsewhere"], "left").select(
-        *cut.columns, F.coalesce("_n", F.lit(1)).alias("_n"), F.coalesce("_first_pair_id", "pair_id").alias("_first_pair_id"))
+    ranked = cut.withColumn("_n", F.row_number().over(first)).withColumn("_first_pair_id", F.first("pair_id").over(first))
     matched = ranked.filter(~F.col("_elsewhere"))
     mined = matched.filter(kept & (F.col("_n") == 1)).select(
         "pair_id", "paper_id", "pub_date", "role", "move", "category", "marker", "marker_entry", "marker_source",

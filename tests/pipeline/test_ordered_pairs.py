@@ -153,26 +153,3 @@ def test_mine_has_the_same_outputs_from_the_stream_and_from_the_shuffle(spark, m
     monkeypatch.setattr(mine, "MAX_LOOSE_ROWS", 10)
     fallback = _outputs(spark, shuffled, lexicon, config, in_order=True)
     assert fallback[0].startswith("pairs formed by a shuffle (over 10 sentences out of reading order") and fallback[1:] == by_shuffle[1:]
-
-
-@pytest.mark.spark
-def test_the_duplicate_rule_ranks_by_the_texts_whatever_their_hash(spark, mining_setup, monkeypatch):
-    """The de-duplication finds the pairs that share their texts by a 64-bit hash, then ranks them by the texts:
-    on the sample with every paper twice (every pair has a twin of the same texts), the same rows with the real
-    hash and with one hash for every pair (every pair contested: the plain window over the texts), and each
-    twin of a mined pair is a duplicate_pair drop."""
-    import ratio_spark.pipeline.mine as mine
-    from pyspark.sql import functions as F
-
-    sentences, lexicon, config = mining_setup
-    twins = sentences.withColumn("paper_id", F.concat("paper_id", F.lit("-twin"))).withColumn(
-        "sentence_id", F.concat("sentence_id", F.lit("-twin")))
-    both = sentences.unionByName(twins)
-    once = _outputs(spark, sentences, lexicon, config, in_order=True)
-    hashed = _outputs(spark, both, lexicon, config, in_order=True)
-    monkeypatch.setattr(mine, "_text_key", lambda: F.lit(0))
-    colliding = _outputs(spark, both, lexicon, config, in_order=True)
-    assert hashed[2:] == colliding[2:]
-    assert len(hashed[2]) == len(once[2]) > 0  # each pair's twin removed
-    duplicates = lambda outputs: sum(1 for row in outputs[3] if "duplicate_pair" in row)
-    assert duplicates(hashed) == len(once[2]) + 2 * duplicates(once)  # a group of k becomes 2k: one kept
