@@ -153,3 +153,29 @@ def test_mine_has_the_same_outputs_from_the_stream_and_from_the_shuffle(spark, m
     monkeypatch.setattr(mine, "MAX_LOOSE_ROWS", 10)
     fallback = _outputs(spark, shuffled, lexicon, config, in_order=True)
     assert fallback[0].startswith("pairs formed by a shuffle (over 10 sentences out of reading order") and fallback[1:] == by_shuffle[1:]
+
+
+@pytest.mark.spark
+def test_every_twin_of_a_mined_pair_is_a_duplicate(spark, mining_setup):
+    """The sample with every paper twice (new paper and sentence ids, the same texts): the same number of mined
+    pairs as the sample once, and a group of k pairs of one (query, gold) text becomes 2k with one kept."""
+    from pyspark.sql import functions as F
+
+    sentences, lexicon, config = mining_setup
+    twins = sentences.withColumn("paper_id", F.concat("paper_id", F.lit("-twin"))).withColumn(
+        "sentence_id", F.concat("sentence_id", F.lit("-twin")))
+    once = _outputs(spark, sentences, lexicon, config, in_order=True)
+    both = _outputs(spark, sentences.unionByName(twins), lexicon, config, in_order=True)
+    duplicates = lambda outputs: sum(1 for row in outputs[3] if "duplicate_pair" in row)
+    assert len(both[2]) == len(once[2]) > 0
+    assert duplicates(both) == len(once[2]) + 2 * duplicates(once)
+    # Of each pair and its twin, the one with the smaller pair id is kept.
+    import hashlib
+
+    from ratio_spark.core.schema import TABLES
+
+    pair_id = lambda query, gold: "p" + hashlib.sha256(f"{query}|{gold}".encode()).hexdigest()[:16]
+    columns = list(TABLES["mined_pairs"].column_names)
+    ids = lambda row: (row[columns.index("query_sentence_id")], row[columns.index("gold_sentence_id")])
+    smaller = {min(pair_id(*ids(row)), pair_id(*(i + "-twin" for i in ids(row)))) for row in once[2]}
+    assert {row[0] for row in both[2]} == smaller
