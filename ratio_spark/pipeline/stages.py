@@ -168,24 +168,24 @@ class Mine(Stage):
 
         lexicon = load_lexicon(io.file("lexicon"))
         io.log(f"lexicon {lexicon.version} ({len(lexicon.markers)} markers), matching consecutive pairs")
-        with io.phase("forming the pairs and counting them per year"):
+        with io.phase("forming, matching and cutting the pairs, counting them per year"):
             mining = mine_pairs(io.spark, io.read("sentences"), lexicon, io.settings)
-            # Persisted: the pairs (the counts per year and the matching read them) and the matched pairs (the
-            # rows and the drops read them), so the sentences are read and paired once, and matched once.
+            # Persisted: the pass that forms, matches and cuts the pairs (the counts per year, the rows and the
+            # drops read it), so the sentences are read once. The de-duplication window is not persisted: the rows
+            # and the drops each run it over the persisted pass, which costs less than caching its wide rows
+            # (docs/performance.md, "Mining: the rules in the pass").
             scanned = mining.scanned.persist(StorageLevel.MEMORY_AND_DISK)
-            matched = mining.matched.persist(StorageLevel.MEMORY_AND_DISK)
             examined_by_year = {r["year"]: r["count"] for r in mining.examined.collect()}
         io.log(mining.pairing)
         try:
-            with io.phase("matching, cutting and de-duplicating the pairs that open with a marker"):
-                n_matched = matched.count()
+            with io.phase("counting the pairs that open with a marker"):
+                n_matched = mining.matched.count()  # (the window's columns unused: Spark prunes the window)
             written = io.phases({
                 "writing mined_pairs": lambda: io.write("mined_pairs", mining.mined),
                 "writing the dropped pairs": lambda: io.write_drops(mining.drops),
                 "writing stats_mining": lambda: _write_stats_mining(io, lexicon.version, examined_by_year),
             })["writing mined_pairs"]
-        finally:  # matched first: unpersisting scanned would drop the cached matched pairs that were built from it
-            matched.unpersist()
+        finally:
             scanned.unpersist()
         counts = {**_mined_summary(lexicon.version, examined_by_year, written), "pairs_opening_with_a_marker": n_matched}
         return Outcome(counts, [Balance("pairs opening with a marker", n_matched, {"mined_pairs": counts["mined_pairs"]})])
