@@ -156,7 +156,7 @@ def test_a_driver_killed_during_mine_leaves_whole_tables_and_the_rerun_no_duplic
     reference = Path(slice_run.reference.tables.root)
 
     def kill_during_mine(line: str, proc) -> None:
-        if line.startswith("[ratio-spark") and " mine: matching" in line:
+        if line.startswith("[ratio-spark") and " mine: counting the pairs" in line:
             time.sleep(3)
             os.killpg(proc.pid, signal.SIGKILL)
 
