@@ -6,8 +6,8 @@
 2. With ``--pieces``, what the pass in reading order costs, piece by piece, each written to Spark's ``noop``
    sink (every column computed, nothing stored), ``--repeats`` times in turn: reading the columns mine reads;
    the same with the pre-filter regex; with the file split's hash; the sentences through Arrow into Python and
-   nothing back; the whole pass in reading order (pairs, pre-filter, automaton); and the shuffle's pairs with
-   the automaton (``_pairs_by_shuffle(...).opening``).
+   nothing back; the whole pass in reading order (pairs, pre-filter, automaton, cutting rules); and the
+   shuffle's pairs with the same work (``_pairs_by_shuffle(...).matched``). ``--pieces-only`` skips step 1.
 
     python benchmarks/mine_pairing.py --sentences /work/data/scale/keep/local-16x/tables/sentences --pieces \\
         --out benchmarks/results/mine_pairing_16x.json
@@ -43,13 +43,14 @@ def main() -> None:
     parser.add_argument("--lexicon", default="v1")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--pieces", action="store_true")
+    parser.add_argument("--pieces-only", action="store_true", help="the pieces without step 1")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--out", default=str(REPO / "benchmarks/results/mine_pairing.json"))
     args = parser.parse_args()
 
     spark = build_spark_session(load_config("local", [f"spark.master={args.master}"]).spark)
     lexicon, config = load_lexicon(args.lexicon), MiningConfig()
-    cutter = mine.pair_cutter(lexicon, config)
+    rules = mine.pair_rules(lexicon, config)
     sentences = spark.read.format("delta").load(args.sentences)
     results: dict = {"sentences": args.sentences, "lexicon": lexicon.version, "master": args.master}
 
@@ -59,7 +60,7 @@ def main() -> None:
         return [row["rows"], str(row["hash"])]
 
     outputs = {}
-    for in_order in (True, False):
+    for in_order in () if args.pieces_only else (True, False):
         mining = mine.mine_pairs(spark, sentences, lexicon, config, in_order=in_order)
         matched = mining.matched.persist()
         outputs[in_order] = {"examined": sorted((r["year"], r["count"]) for r in mining.examined.collect()),
@@ -69,22 +70,23 @@ def main() -> None:
             "mined_pairs": outputs[in_order]["mined_pairs"], "drops": outputs[in_order]["drops"]}
         matched.unpersist()
         mining.scanned.unpersist()
-    results["same"] = {name: outputs[True][name] == outputs[False][name] for name in outputs[True]}
-    print(json.dumps(results, indent=2), flush=True)
+    if outputs:
+        results["same"] = {name: outputs[True][name] == outputs[False][name] for name in outputs[True]}
+        print(json.dumps(results, indent=2), flush=True)
 
-    if args.pieces:
+    if args.pieces or args.pieces_only:
         def noop(frame):
             return lambda: frame.write.format("noop").mode("overwrite").save()
 
         columns = sentences.select(*[c for c in mine.SENTENCE_FIELDS if c != "year"])
         pieces = {
             "read the columns mine reads": noop(columns),
-            "+ the pre-filter regex": noop(columns.withColumn("_o", F.col("norm_text").rlike(cutter.opening_regex()))),
+            "+ the pre-filter regex": noop(columns.withColumn("_o", F.col("norm_text").rlike(rules.cutter.opening_regex()))),
             "+ the file split's hash": noop(columns.withColumn("_b", F.xxhash64(F.input_file_name(), F.input_file_block_start()))),
             "through Arrow into Python, nothing back": noop(columns.mapInArrow(lambda batches: (b.slice(0, 0) for b in batches),
                                                                                 columns.schema)),
-            "the pass in reading order (pairs, pre-filter, automaton)": noop(mine._scan_in_order(sentences, cutter, spark)),
-            "the shuffle's pairs, pre-filter and automaton": noop(mine._pairs_by_shuffle(sentences, cutter, spark, "asked").opening),
+            "the pass in reading order (pairs, pre-filter, automaton, rules)": noop(mine._scan_in_order(sentences, rules, spark)),
+            "the shuffle's pairs, pre-filter, automaton and rules": noop(mine._pairs_by_shuffle(sentences, rules, spark, "asked").matched),
         }
         timed(noop(columns))  # the page cache and the JIT
         results["pieces_seconds"] = {name: [] for name in pieces}

@@ -2,9 +2,10 @@
 
 Pairs are formed where the sentences are read, in reading order (``ordered_pairs``: no shuffle of the texts;
 the few pairs a file split cuts are formed from the splits' edges), or, for a table not in reading order, by
-a window over each paragraph (one shuffle of every sentence). A JVM pre-filter marks the sentences that some
-marker may open (one regex over a trie of the markers); in the same Python pass (Arrow batches, ``mapInArrow``)
-the Aho-Corasick automaton finds the marker and the cutting rules and drops cut the pair
+a window over each paragraph (one shuffle of every sentence). In one Python pass (Arrow batches, ``mapInArrow``)
+a pre-filter marks the sentences that some marker may open (one regex over a trie of the markers; the shuffle
+runs it in the JVM, so that its cache holds only those pairs' texts), the Aho-Corasick automaton finds the
+marker, and the cutting rules and drops cut the pair
 (``ratio_spark.lexicon.matcher.PairRules``, built once on the driver and broadcast), so only the pairs a marker
 opens come back to the JVM, cut, for the de-duplication and the writes.
 """
@@ -171,7 +172,6 @@ def _scan_in_order(sentences: DataFrame, rules: PairRules, spark: SparkSession) 
     ``MATCHED_COLUMNS``), ``count`` (``n`` complete pairs of a ``year``), ``edge`` (a sentence), ``head``."""
     frame = sentences.select(
         *[c for c in SENTENCE_FIELDS if c != "year"], F.year("pub_date").alias("year"),
-        F.coalesce(F.col("norm_text").rlike(rules.cutter.opening_regex()), F.lit(False)).alias(OPENS),
         F.xxhash64(F.input_file_name(), F.input_file_block_start()).alias(BLOCK),
     )
     schema = T.StructType(_SCAN_FIELDS)
@@ -203,7 +203,12 @@ def _scan_in_order(sentences: DataFrame, rules: PairRules, spark: SparkSession) 
                 if table.num_rows:
                     yield rows(kind, table.num_rows, {c: table.column(c).combine_chunks() for c in table.column_names})
 
-        yield from stream_partition(batches, emit)
+        def with_opens(batches):  # the pre-filter (``PairCutter.may_open``)
+            for batch in batches:
+                opens = pa.array(local.cutter.may_open(batch.column("norm_text").to_pylist()), pa.bool_())
+                yield pa.RecordBatch.from_arrays([*batch.columns, opens], schema=batch.schema.append(pa.field(OPENS, pa.bool_())))
+
+        yield from stream_partition(with_opens(batches), emit)
 
     return frame.mapInArrow(run, schema)
 

@@ -118,6 +118,17 @@ def test_sentences_that_do_not_match(cutter, sentence):
     assert cutter.match(sentence) is None
 
 
+def test_the_pre_filter_keeps_every_sentence_a_marker_opens(cutter):
+    """``may_open`` (the pass's pre-filter) keeps every sentence ``match`` matches, and drops a sentence no marker
+    opens at a word boundary (a continuing letter, hyphen or non-ASCII letter) and a missing text."""
+    opened = ["to address this issue, we use dropout.", "first, to address this, we use dropout.",
+              "more generally, this holds.", "for example, [12], and x."]
+    assert all(cutter.match(text) for text in opened)
+    closed = ["howeverr, x is y.", "more generally-applicable methods, such as x.", "for exampleé, x.",
+              "we note, for example, that x.", "", None]
+    assert cutter.may_open(opened + closed) == [True] * len(opened) + [False] * len(closed)
+
+
 def test_max_extension_words_is_configurable(lexicon):
     sentence = "to address the bias of both models, we reweight."
     assert pair_cutter(lexicon, MiningConfig(max_extension_words=4)).match(sentence) is None
