@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from ratio_spark.config import load_config
 from ratio_spark.lexicon.loader import load_lexicon
 from ratio_spark.pipeline.settings import MiningConfig
-from ratio_spark.pipeline.mine import CUT_COLUMNS, cut_matched, pair_rules, pairs_for_mining, prefilter
+from ratio_spark.pipeline.mine import CUT_COLUMNS, cut_matched, may_open_in_jvm, pair_rules, pairs_for_mining
 from ratio_spark.pipeline.session import build_spark_session
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,7 +58,7 @@ def main() -> None:
 
     def matched(pairs):
         """Pre-filter, match and cut in Arrow batches: what ``mine_pairs`` does before de-duplication."""
-        return cut_matched(prefilter(pairs, rules.cutter), rules, spark)
+        return cut_matched(pairs.filter(may_open_in_jvm("second_norm", rules.cutter)), rules, spark)
 
     for scale in [int(s) for s in args.scales.split(",")]:
         location = f"{args.workdir}/sentences_x{scale}"
