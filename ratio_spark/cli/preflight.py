@@ -85,6 +85,10 @@ def _table(config: Config, name: str) -> Check:
         return Check(f"table {name}", True, f"{location} (remote: Spark checks it)")
     if (path / "_delta_log").is_dir():
         return Check(f"table {name}", True, location)
+    if path.is_file() or (path.is_dir() and any(path.iterdir())):
+        return Check(f"table {name}", False, f"{location} is not a Delta table (no _delta_log folder in it): point "
+                                             f"tables.root at the tables of an earlier run, or run {run_first(name)} "
+                                             "to write it elsewhere")
     return Check(f"table {name}", False, f"{location} does not exist yet: run {run_first(name)} first "
                                          "(or `ratio-spark run`), or point tables.root at the tables of an earlier run")
 

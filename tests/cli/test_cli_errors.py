@@ -42,6 +42,13 @@ def file_as_root(tmp_path: Path) -> str:
     return str(tmp_path / "a-file" / "tables")
 
 
+def parquet_not_delta(tmp_path: Path) -> str:
+    """A tables root whose mined_pairs is a folder of Parquet files without a Delta log."""
+    (tmp_path / "plain" / "mined_pairs").mkdir(parents=True)
+    (tmp_path / "plain" / "mined_pairs" / "part-0.parquet").write_bytes(b"PAR1")
+    return str(tmp_path / "plain")
+
+
 # (case, command line from tmp_path, words the one line must contain)
 CASES = [
     ("missing input path", lambda t: ["ingest", "--conf", SAMPLE_CONF, "--set", f"inputs.0.path={t / 'nowhere'}"],
@@ -63,6 +70,9 @@ CASES = [
      ["tables root", "is a file, not a folder"]),
     ("table that does not exist yet", lambda t: ["pools", "--conf", SAMPLE_CONF, "--set", f"tables.root={t}"],
      ["table mined_pairs", "does not exist yet", "ratio-spark mine"]),
+    ("table folder that is not a Delta table", lambda t: ["pools", "--conf", SAMPLE_CONF, "--set",
+                                                          f"tables.root={parquet_not_delta(t)}"],
+     ["table mined_pairs", "is not a Delta table", "no _delta_log"]),
 ]
 
 
