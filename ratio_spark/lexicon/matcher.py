@@ -193,6 +193,17 @@ class PairCutter:
         return best[1] if best else None
 
 
+# A lexicon entry's fields as mining writes them beside a matched pair (``marker_fields``).
+MARKER_FIELDS = ("role", "move", "category", "marker_entry", "marker_source")
+
+
+def marker_fields(marker: Marker) -> tuple:
+    """``MARKER_FIELDS`` of one entry: its role, its label as a move or as a category (by its role), its text and
+    its source."""
+    return (marker.role, marker.label if marker.is_move else None, None if marker.is_move else marker.label,
+            marker.text, marker.source)
+
+
 _SPACES, _SEPARATORS, _TAIL = re.compile(r"\s*"), re.compile(r"[\s,]+"), re.compile(r"\s*,?\s*")
 
 
@@ -212,10 +223,9 @@ class CutPair:
     def fields(self) -> list:
         """The values mining writes for the pair: role, move, category, marker (the matched text), marker_entry,
         marker_source, then the cut texts and the drop reason (``mine.MATCHED_COLUMNS``' order)."""
-        marker = self.found.marker
-        return [marker.role, marker.label if marker.is_move else None, None if marker.is_move else marker.label,
-                self.found.text, marker.text, marker.source, self.query_cut, self.query_cut_original, self.gold_cut,
-                self.gold_cut_original, self.drop_reason]
+        role, move, category, entry, source = marker_fields(self.found.marker)
+        return [role, move, category, self.found.text, entry, source, self.query_cut, self.query_cut_original,
+                self.gold_cut, self.gold_cut_original, self.drop_reason]
 
 
 class PairRules:

@@ -23,7 +23,7 @@ from pyspark.sql import types as T
 
 from ratio_spark.core.schema import TABLES, Reason
 from ratio_spark.lexicon.loader import Lexicon
-from ratio_spark.lexicon.matcher import PairCutter, PairRules, cut_patterns
+from ratio_spark.lexicon.matcher import MARKER_FIELDS, PairCutter, PairRules, cut_patterns, marker_fields
 from ratio_spark.pipeline.ordered_pairs import BLOCK, OPENS, PARAGRAPH_KEY, SENTENCE_FIELDS, stream_partition
 from ratio_spark.pipeline.pairs import consecutive_pairs
 from ratio_spark.pipeline.tables import drop_rows, in_predicate
@@ -37,9 +37,8 @@ if TYPE_CHECKING:  # the Python workers import this module for the Arrow batches
 
 # What the rules add to a pair a marker opens: the entry's fields, the matched marker text, the cut texts and the
 # drop reason (null: kept).
-_MARKER_ATTRIBUTES = ("role", "move", "category", "marker_entry", "marker_source")
 CUT_COLUMNS = ("query_cut", "query_cut_original", "gold_cut", "gold_cut_original", "drop_reason")
-_RULE_FIELDS = [T.StructField(name, T.StringType()) for name in (*_MARKER_ATTRIBUTES, "marker", *CUT_COLUMNS)]
+_RULE_FIELDS = [T.StructField(name, T.StringType()) for name in (*MARKER_FIELDS, "marker", *CUT_COLUMNS)]
 # What the rules read of a pair.
 _RULE_INPUTS = ("query_norm", "query_original", "query_flag", "second_norm", "second_original", "second_flag")
 # A matched pair as the de-duplication and the outputs read it (``Mining.matched``, without its rank).
@@ -112,20 +111,14 @@ def _cut_batch(rules: PairRules, attributes: dict[str, pa.Array], batch: pa.Reco
                                                cut.gold_cut_original, cut.drop_reason)):
                 column.append(value)
     index = pa.array(indices, pa.int32())
-    return pa.array(opens, pa.bool_()), [*(attributes[name].take(index) for name in _MARKER_ATTRIBUTES),
+    return pa.array(opens, pa.bool_()), [*(attributes[name].take(index) for name in MARKER_FIELDS),
                                          *(pa.array(column, pa.string()) for column in columns)]
 
 
 def marker_attributes(cutter: PairCutter) -> dict[str, pa.Array]:
-    """Each marker's ``_MARKER_ATTRIBUTES``, in the automaton's order."""
-    markers = cutter.markers
-    return {name: pa.array(values, pa.string()) for name, values in {
-        "role": [m.role for m in markers],
-        "move": [m.label if m.is_move else None for m in markers],
-        "category": [None if m.is_move else m.label for m in markers],
-        "marker_entry": [m.text for m in markers],
-        "marker_source": [m.source for m in markers],
-    }.items()}
+    """Each marker's ``MARKER_FIELDS``, in the automaton's order."""
+    columns = zip(*map(marker_fields, cutter.markers))
+    return {name: pa.array(values, pa.string()) for name, values in zip(MARKER_FIELDS, columns)}
 
 
 def cut_matched(pairs: DataFrame, rules: PairRules, spark: SparkSession) -> DataFrame:
