@@ -26,11 +26,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+# A paragraph: pairs never cross one (``pairs.consecutive_pairs`` windows over it too).
 PARAGRAPH_KEY = ("paper_id", "section_idx", "para_idx")
-# What the scan gives each sentence (the two last are computed by the JVM for the scan: whether a marker may
-# open the sentence, the pre-filter, and a hash of the file split it was read from).
+# What the scan gives each sentence.
 SENTENCE_FIELDS = ("sentence_id", "paper_id", "pub_date", "section_idx", "para_idx", "sent_idx", "text", "norm_text",
                    "norm_flag", "year")
+# Added to each sentence before the stream: whether a marker may open it (the pre-filter, in Python), and a hash
+# of the file split it was read from (by the JVM).
 OPENS, BLOCK = "_opens", "_block"
 # A pair as mining reads it (``mine.pairs_for_mining``'s columns).
 PAIR_FIELDS = ("paper_id", "pub_date", "query_sentence_id", "query_original", "query_norm", "query_flag",

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-PAIR_KEY = ("paper_id", "section_idx", "para_idx")
+from ratio_spark.pipeline.ordered_pairs import PARAGRAPH_KEY
+
 # The sentence columns each side of a pair carries, as first_<column> / second_<column>.
 PAIR_SENTENCE_COLUMNS = ("sentence_id", "sent_idx", "text", "norm_text", "norm_flag")
 
@@ -19,11 +20,11 @@ def consecutive_pairs(sentences: DataFrame) -> DataFrame:
     Columns: paper_id, pub_date, section_idx, para_idx, first_*/second_* for sentence_id,
     sent_idx, text, norm_text, norm_flag, and context_norm_text (the sentence before the first, if any).
     """
-    paragraph = Window.partitionBy(*PAIR_KEY).orderBy("sent_idx")
+    paragraph = Window.partitionBy(*PARAGRAPH_KEY).orderBy("sent_idx")
     following = {c: F.lead(c).over(paragraph) for c in PAIR_SENTENCE_COLUMNS}
     previous_is_adjacent = F.lag("sent_idx").over(paragraph) == F.col("sent_idx") - 1
     pairs = sentences.select(
-        *PAIR_KEY,
+        *PARAGRAPH_KEY,
         "pub_date",
         *[F.col(c).alias(f"first_{c}") for c in PAIR_SENTENCE_COLUMNS],
         *[following[c].alias(f"second_{c}") for c in PAIR_SENTENCE_COLUMNS],
