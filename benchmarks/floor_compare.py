@@ -31,10 +31,11 @@ def measure(command: list[str], checkout: Path) -> dict:
     log = tempfile.TemporaryFile(mode="w+")
     started = time.perf_counter()
     process = subprocess.Popen(command, env=env, cwd=checkout, stdout=log, stderr=subprocess.STDOUT, text=True)
-    root, cpu = psutil.Process(process.pid), {}
+    root, cpu, seen = psutil.Process(process.pid), {}, {}
     while process.poll() is None:  # CPU seconds of every process of the tree, the JVM too, as last seen
         try:
             for member in [root, *root.children(recursive=True)]:
+                seen[member.pid] = member
                 with member.oneshot():
                     times = member.cpu_times()
                     cpu[member.pid] = times.user + times.system + times.children_user + times.children_system
@@ -42,6 +43,9 @@ def measure(command: list[str], checkout: Path) -> dict:
             pass
         time.sleep(0.1)
     seconds = time.perf_counter() - started
+    # The JVM may still be exiting when its parent has: wait for every process of the tree, so that the next
+    # run does not start beside it (the earlier figures' "load before" of 2.4-2.6).
+    psutil.wait_procs([p for p in seen.values() if p.pid != root.pid], timeout=60)
     if process.returncode != 0:
         log.seek(0)
         raise SystemExit(f"failed in {checkout}: {' '.join(command)}\n{log.read()[-3000:]}")
