@@ -7,7 +7,6 @@ from collections import Counter
 
 import pandas as pd
 import pyarrow as pa
-import pytest
 
 from prerequisites import missing
 from ratio_spark.cli.main import main
