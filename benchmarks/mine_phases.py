@@ -129,6 +129,17 @@ def bound(smaller: dict, larger: dict, target_per_core: float = 150_000, cores: 
     step = {name: round(larger["seconds"][name] - smaller["seconds"][name], 2)
             for name in larger["seconds"] if name in smaller["seconds"]}
     unavoidable = round(sum(step[name] for name in UNAVOIDABLE), 2)
+    report = {
+        "more_examined_pairs": more,
+        "marginal_seconds": step,
+        "marginal_rate_per_core": {name: round(more / s / cores) if s > 0 else None for name, s in step.items()},
+        "budget_seconds_at_target": round(more / target_per_core / cores, 2),
+        "unavoidable_marginal_seconds": unavoidable,
+        "best_rate_per_core_of_the_unavoidable": round(more / unavoidable / cores),
+        "unavoidable_at_the_larger_scale": round(sum(larger["seconds"][name] for name in UNAVOIDABLE), 2),
+    }
+    if "python_one_core" not in larger:  # a run of the script before it measured the Python side
+        return report
     # The Python side at the costs measured on one core: the pre-filter over every second sentence of a pair,
     # the matcher and the rules over every pair it passes (the matched pairs over the share a marker opens).
     python = larger["python_one_core"]
@@ -137,13 +148,7 @@ def bound(smaller: dict, larger: dict, target_per_core: float = 150_000, cores: 
     python_seconds = round((more * python["prefilter_us_per_sentence"]
                             + candidates * python["match_and_cut_us_per_candidate"]) / 1e6 / cores, 2)
     return {
-        "more_examined_pairs": more,
-        "marginal_seconds": step,
-        "marginal_rate_per_core": {name: round(more / s / cores) if s > 0 else None for name, s in step.items()},
-        "budget_seconds_at_target": round(more / target_per_core / cores, 2),
-        "unavoidable_marginal_seconds": unavoidable,
-        "best_rate_per_core_of_the_unavoidable": round(more / unavoidable / cores),
-        "unavoidable_at_the_larger_scale": round(sum(larger["seconds"][name] for name in UNAVOIDABLE), 2),
+        **report,
         "python_marginal_seconds": python_seconds,
         "best_rate_per_core_with_python": round(more / (unavoidable + python_seconds) / cores),
         "budget_left_for_python_us_per_candidate": round(
@@ -165,6 +170,9 @@ def main() -> None:
     if bool(args.sentences) == bool(args.bound):
         parser.error("give --sentences (measure) or --bound (compare two runs)")
     if args.bound:
+        missing = [str(p) for p in args.bound if not p.is_file()]
+        if missing:
+            parser.error(f"no such run: {', '.join(missing)} (write them with --sentences ... --out)")
         report = bound(*(json.loads(p.read_text()) for p in args.bound))
     else:
         report = measure(args)

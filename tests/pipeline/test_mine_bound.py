@@ -46,3 +46,10 @@ def test_bound_leaves_nothing_when_the_unavoidable_pieces_exceed_the_budget():
     bound = mp.bound(smaller, larger, target_per_core=150_000, cores=2)
     assert bound["unavoidable_marginal_seconds"] > bound["budget_seconds_at_target"]
     assert bound["budget_left_for_python_us_per_candidate"] == 0.0
+
+
+def test_bound_of_runs_without_the_python_side_gives_the_unavoidable_pieces_only():
+    smaller, larger = (run(n, n // 10, 1.0 * k, 1.0 * k, 1.0 * k, 0.5, 1.0) for n, k in ((1_000_000, 1), (4_000_000, 2)))
+    del larger["python_one_core"]
+    bound = mp.bound(smaller, larger)
+    assert bound["unavoidable_marginal_seconds"] == 3.0 and "python_marginal_seconds" not in bound
