@@ -69,25 +69,27 @@ _OCCURRENCE_FIELDS = [T.StructField("marker_entry", T.StringType()), T.StructFie
 
 
 def match_openings(texts: DataFrame, lexicon: Lexicon, require_comma: bool = True, max_extension_words: int = DEFAULT_MAX_EXTENSION_WORDS) -> DataFrame:
-    """(marker_entry, marker) for every row of ``texts`` (a ``norm_text`` column) that opens with a marker."""
+    """(marker_entry, marker) for every row of ``texts`` (a ``norm_text`` column) that opens with a marker. The
+    pre-filter runs in Python (``PairCutter.may_open``), as mine's pass does: Java's regex over the trie of a
+    lexicon of thousands of candidates, the lexicons curation reports on, ran ~7x slower (docs/performance.md)."""
     spark = texts.sparkSession
     cutter = PairCutter(lexicon, require_comma, max_extension_words)
     broadcast = spark.sparkContext.broadcast(cutter)
-    candidates = texts.select("norm_text").where(F.col("norm_text").rlike(cutter.opening_regex()))
     arrow_schema = pa.schema([pa.field("marker_entry", pa.string()), pa.field("marker", pa.string())])
 
     def run(batches):
         local = broadcast.value
         for batch in batches:
             entries, markers = [], []
-            for text in batch.column("norm_text").to_pylist():
-                found = local.match(text or "")
+            norm_texts = batch.column("norm_text").to_pylist()
+            for text, may_open in zip(norm_texts, local.may_open(norm_texts)):
+                found = local.match(text) if may_open else None
                 if found is not None:
                     entries.append(found.marker.text)
                     markers.append(found.text)
             yield pa.RecordBatch.from_arrays([pa.array(entries, pa.string()), pa.array(markers, pa.string())], schema=arrow_schema)
 
-    return candidates.mapInArrow(run, T.StructType(_OCCURRENCE_FIELDS))
+    return texts.select("norm_text").mapInArrow(run, T.StructType(_OCCURRENCE_FIELDS))
 
 
 def occurrences(
