@@ -97,12 +97,18 @@ def may_open_in_jvm(column: str, cutter: PairCutter) -> F.Column:
     return F.col(column).rlike(cutter.opening_regex())
 
 
+def _strings(column: pa.Array | pa.ChunkedArray) -> list[str | None]:
+    """A string column's values for Python (None for a null): through NumPy, ~5x faster than ``to_pylist``
+    (3.2 against ~0.5 µs a row for the rules' six columns; strings only: NumPy makes other nulls NaN)."""
+    return column.to_numpy(zero_copy_only=False).tolist()
+
+
 def _cut_batch(rules: PairRules, attributes: dict[str, pa.Array], batch: pa.RecordBatch | pa.Table
                ) -> tuple[pa.Array, list[pa.Array]]:
     """Rules 1-4 over one Arrow batch of pairs: a mask of the pairs a marker opens, and the ``_RULE_FIELDS``
     arrays of those pairs (the entry's fields taken by index)."""
     opens, indices, columns = [], [], [[] for _ in range(1 + len(CUT_COLUMNS))]
-    for values in zip(*(batch.column(name).to_pylist() for name in _RULE_INPUTS)):
+    for values in zip(*(_strings(batch.column(name)) for name in _RULE_INPUTS)):
         cut = rules.cut(*values)
         opens.append(cut is not None)
         if cut is not None:
@@ -199,7 +205,7 @@ def _scan_in_order(sentences: DataFrame, rules: PairRules, spark: SparkSession) 
 
         def with_opens(batches):  # the pre-filter (``PairCutter.may_open``)
             for batch in batches:
-                opens = pa.array(local.cutter.may_open(batch.column("norm_text").to_pylist()), pa.bool_())
+                opens = pa.array(local.cutter.may_open(_strings(batch.column("norm_text"))), pa.bool_())
                 yield pa.RecordBatch.from_arrays([*batch.columns, opens], schema=batch.schema.append(pa.field(OPENS, pa.bool_())))
 
         yield from stream_partition(with_opens(batches), emit)
