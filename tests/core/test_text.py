@@ -76,3 +76,13 @@ def test_collapse_whitespace_is_the_regex_it_replaced():
 def test_dehyphenate_without_a_hyphen_and_space_is_unchanged():
     assert dehyphenate("state-of-the-art, how -ever") == "state-of-the-art, how -ever"
     assert dehyphenate("how-\u00a0ever") == "how-\u00a0ever"  # only "- " is a PDF line break's hyphen
+
+
+def test_python_strings_gives_what_to_pylist_gives():
+    import pyarrow as pa
+
+    from ratio_spark.core.text import python_strings
+
+    for column in (pa.array(["For example, we", None, "", "é ∑"]), pa.chunked_array([["a", None], [], ["b"]]),
+                   pa.array([], pa.string()), pa.array([None, None], pa.string())):
+        assert python_strings(column) == column.to_pylist()

@@ -32,6 +32,7 @@ from pyspark.sql import types as T
 from ratio_spark.core.markdown import markdown_table
 from ratio_spark.core.schema import DEFAULT_MAX_EXTENSION_WORDS
 from ratio_spark.core.schema import DISTRACTOR_CATEGORIES, MARKER_SOURCES, MOVES
+from ratio_spark.core.text import python_strings
 from ratio_spark.core.tsv import read_tsv
 from ratio_spark.lexicon.curation.formats import LexiconInputError
 from ratio_spark.lexicon.loader import Lexicon, lexicon_folder
@@ -81,7 +82,7 @@ def match_openings(texts: DataFrame, lexicon: Lexicon, require_comma: bool = Tru
         local = broadcast.value
         for batch in batches:
             entries, markers = [], []
-            norm_texts = batch.column("norm_text").to_pylist()
+            norm_texts = python_strings(batch.column("norm_text"))
             for text, may_open in zip(norm_texts, local.may_open(norm_texts)):
                 found = local.match(text) if may_open else None
                 if found is not None:
