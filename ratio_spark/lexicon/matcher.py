@@ -31,12 +31,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import ahocorasick
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ratio_spark.lexicon.loader import Lexicon, Marker
 from ratio_spark.core.schema import DEFAULT_MAX_EXTENSION_WORDS, Reason
-from ratio_spark.core.text import LEADING_LIST_MARKER_PATTERN, trie_alternation
+from ratio_spark.core.text import LEADING_LIST_MARKER_PATTERN, first_characters, python_strings, trie_alternation
 
 # What continues a word after a marker (so the marker does not end there): Python's \w, a hyphen or an
 # apostrophe. ``str.isalnum`` is exactly the non-underscore part of Python's Unicode \w.
@@ -65,6 +69,12 @@ def opening_regex(markers, ordinals=()) -> str:
     """
     ordinal = "(?:(?:%s)%s)?" % (_alternation(ordinals), COMMA_RUN) if ordinals else ""
     return "^" + ordinal + "(?:" + trie_alternation(markers) + r")(?![\w\-'’])"
+
+
+# How many of a marker's first characters ``PairCutter.may_open_column``'s coarse test looks for: on ACL's sentences
+# 12 passes 5% more than ``may_open`` with lexicon v1 (8% with 18,613 markers) and keeps RE2 fast over the larger
+# lexicon (every character: RE2 took 7x as long over its 18,613 markers as over v1's 327).
+COARSE_PREFIX = 12
 
 
 @dataclass(frozen=True)
@@ -110,8 +120,10 @@ def cut_patterns(lexicon: Lexicon, query_clause_words: int) -> CutPatterns:
     )
 
 
-@dataclass(frozen=True)
-class MarkerMatch:
+class MarkerMatch(NamedTuple):
+    """One match of rule 1. (Named tuples: the pass makes one or two a pair, and a frozen dataclass costs ~4x as much
+    to make: ~1 µs of the rules' ~15 µs a pair.)"""
+
     marker: Marker  # the lexicon entry
     text: str  # the matched marker text (with the extension for an extendable connective)
     rest_start: int  # where the sentence's content starts after the marker and its comma
@@ -140,7 +152,13 @@ class PairCutter:
         self._extension = re.compile(r"((?:\s+%s){0,%d}?)%s" % (_WORD, max_extension_words, COMMA_RUN))
         ordinal_comma = cut_patterns(lexicon, 0).ordinal_comma
         self._ordinal_comma = re.compile(ordinal_comma) if ordinal_comma else None
-        self._opening = re.compile(self.opening_regex())
+        self.opening = re.compile(self.opening_regex())
+        coarse = "^(?:%s)" % trie_alternation({m.text[:COARSE_PREFIX] for m in self.markers} | set(lexicon.ordinals))
+        try:
+            pc.match_substring_regex(pa.array([""]), coarse)
+            self._coarse: str | None = coarse
+        except pa.ArrowInvalid:
+            self._coarse = None
 
     def opening_regex(self) -> str:
         """``opening_regex`` of this cutter's markers and ordinals: the pre-filter before ``match``."""
@@ -150,8 +168,26 @@ class PairCutter:
         """The pre-filter in Python: whether some marker may open each text (``opening_regex``; None: False).
         Python's ``re`` runs the trie of 18,613 markers about as fast as v1's (~0.3 µs a text), where Java's
         regex took ~7x as long over it as over v1's (docs/performance.md)."""
-        opening = self._opening.match
+        opening = self.opening.match
         return [text is not None and opening(text) is not None for text in texts]
+
+    def may_open_column(self, texts: pa.Array | pa.ChunkedArray) -> pa.Array:
+        """``may_open`` over an Arrow string column, with the same answers, most texts never made Python strings.
+
+        First a coarse test over the whole column in Arrow's C++ (RE2): does an ordinal or the first
+        ``COARSE_PREFIX`` characters of a marker open the text (no boundary: it passes every text ``may_open``
+        passes, and about a fifth of ACL's sentences); then ``may_open`` on the texts it passes. 0.2 against
+        0.55 µs a sentence, the strings' conversion included (docs/performance.md). Where RE2 cannot read the
+        coarse regex (a marker with a control character, say), ``may_open`` runs on every text."""
+        if self._coarse is None:
+            return pa.array(self.may_open(python_strings(texts)), pa.bool_())
+        coarse = pc.fill_null(pc.match_substring_regex(texts, self._coarse), False)
+        if isinstance(coarse, pa.ChunkedArray):
+            coarse = coarse.combine_chunks()
+        rows = np.flatnonzero(coarse.to_numpy(zero_copy_only=False))
+        opens = np.zeros(len(texts), dtype=bool)
+        opens[rows] = self.may_open(python_strings(texts.take(pa.array(rows, pa.int64()))))
+        return pa.array(opens, pa.bool_())
 
     def match(self, text: str) -> MarkerMatch | None:
         """The longest lexicon marker that opens ``text`` (rule 1), or None.
@@ -207,8 +243,22 @@ def marker_fields(marker: Marker) -> tuple:
 _SPACES, _SEPARATORS, _TAIL = re.compile(r"\s*"), re.compile(r"[\s,]+"), re.compile(r"\s*,?\s*")
 
 
-@dataclass(frozen=True)
-class CutPair:
+def _words_end(original: str, pos: int, words: list[str]) -> int | None:
+    """Where ``words`` end in ``original`` read from ``pos``: each lowercased, separated by spaces or commas; None
+    where they do not align."""
+    for index, word in enumerate(words):
+        if index:
+            separator = _SEPARATORS.match(original, pos)
+            if separator is None:
+                return None
+            pos = separator.end()
+        if original[pos:pos + len(word)].lower() != word:
+            return None
+        pos += len(word)
+    return pos
+
+
+class CutPair(NamedTuple):
     """What rules 1-4 make of a pair: the match (rule 1), the cut texts (rules 2 and 3, each on the normalised
     text and on the original, None where the original's words do not align) and the drop reason (rule 4, None:
     kept)."""
@@ -241,8 +291,10 @@ class PairRules:
         self.openings = [re.compile(p) for p in (patterns.ordinal_comma, patterns.opening_clause) if p]
         self.leading_list = re.compile(patterns.leading_list, re.IGNORECASE)
         # Searched family by family, in order (the first that matches is the reason): one search of all the
-        # families joined cost more, 7.9 against 5.0 µs a pair (docs/performance.md, "Mining: how fast").
-        self.citations = [(reason, re.compile(pattern)) for reason, pattern in citations.items()]
+        # families joined cost more, 7.9 against 5.0 µs a pair (docs/performance.md, "Mining: how fast"). A text
+        # holding none of the characters a family's matches open with is not searched for it.
+        self.citations = [(reason, re.compile(pattern).search, first_characters(pattern))
+                          for reason, pattern in citations.items()]
 
     def strip_gold(self, text: str) -> str:
         """Rule 2 on the rest of the second sentence after the marker: a list prefix and then an ordinal
@@ -260,7 +312,9 @@ class PairRules:
     def strip_query(self, text: str) -> str:
         """Rule 3: the first sentence after the marker that opens it, or else after an opening ordinal and its
         comma, or else after a short opening clause."""
-        found = self.cutter.match(text)
+        # The pre-filter's regex first: most queries open with no marker, and it says so in a fifth of the
+        # matcher's time (it passes every text the matcher matches).
+        found = self.cutter.match(text) if self.cutter.opening.match(text) else None
         if found and found.rest_start < len(text):
             return text[found.rest_start:].strip()
         for opening in self.openings:
@@ -268,6 +322,16 @@ class PairRules:
             if cut and cut.end() < len(text):
                 return text[cut.end():].strip()
         return text
+
+    def citation(self, texts) -> str | None:
+        """The drop reason of the first citation family found in one of ``texts``, or None."""
+        for reason, search, opens_with in self.citations:
+            for text in texts:
+                if opens_with is None or (opens_with in text if len(opens_with) == 1
+                                          else any(map(text.__contains__, opens_with))):
+                    if search(text):
+                        return reason
+        return None
 
     def cut_original(self, original: str | None, prefix: str) -> str | None:
         """The original text without the words of the normalised ``prefix``: found one after the other,
@@ -280,18 +344,16 @@ class PairRules:
         if not words:
             return original.strip()
         lead = self.leading_list.match(original)
+        spaced = " ".join(words)
         for start in (lead.end(), 0) if lead else (0,):
             pos = _SPACES.match(original, start).end()
-            for index, word in enumerate(words):
-                separator = _SEPARATORS.match(original, pos) if index else None
-                if index and separator is None:
-                    break
-                pos = separator.end() if separator else pos
-                if original[pos:pos + len(word)].lower() != word:
-                    break
-                pos += len(word)
-            else:
-                return original[_TAIL.match(original, pos).end():].strip()
+            # Most originals separate the words by one space: one comparison then finds where they end, as
+            # the word-by-word walk would (a character that lowercases to two makes the lengths differ).
+            if original[pos:pos + len(spaced)].lower() == spaced:
+                pos += len(spaced)
+            elif (pos := _words_end(original, pos, words)) is None:
+                continue
+            return original[_TAIL.match(original, pos).end():].strip()
         return None
 
     def cut(self, query_norm: str | None, query_original: str | None, query_flag: str | None,
@@ -311,7 +373,7 @@ class PairRules:
         drop = None
         if second_flag is not None or (marker.is_move and query_flag is not None):
             drop = Reason.MALFORMED_SENTENCE
-        elif (cited := next((reason for reason, p in self.citations if any(p.search(t) for t in texts)), None)):
+        elif (cited := self.citation(texts)) is not None:
             drop = cited
         elif marker.is_move and len(query) < self.min_chars:
             drop = Reason.SHORT_QUERY

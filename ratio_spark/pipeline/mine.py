@@ -198,9 +198,9 @@ def _scan_in_order(sentences: DataFrame, rules: PairRules, spark: SparkSession) 
                 if table.num_rows:
                     yield rows(kind, table.num_rows, {c: table.column(c).combine_chunks() for c in table.column_names})
 
-        def with_opens(batches):  # the pre-filter (``PairCutter.may_open``)
+        def with_opens(batches):  # the pre-filter (``PairCutter.may_open_column``)
             for batch in batches:
-                opens = pa.array(local.cutter.may_open(python_strings(batch.column("norm_text"))), pa.bool_())
+                opens = local.cutter.may_open_column(batch.column("norm_text"))
                 yield pa.RecordBatch.from_arrays([*batch.columns, opens], schema=batch.schema.append(pa.field(OPENS, pa.bool_())))
 
         yield from stream_partition(with_opens(batches), emit)

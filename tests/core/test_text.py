@@ -86,3 +86,33 @@ def test_python_strings_gives_what_to_pylist_gives():
     for column in (pa.array(["For example, we", None, "", "é ∑"]), pa.chunked_array([["a", None], [], ["b"]]),
                    pa.array([], pa.string()), pa.array([None, None], pa.string())):
         assert python_strings(column) == column.to_pylist()
+
+
+def test_first_characters_are_those_every_match_opens_with():
+    """``first_characters`` names the characters every match of a regex opens with, or None where its literals
+    cannot tell; a text with none of them never holds a match (checked on the citation families and others)."""
+    import random
+    import re
+
+    from ratio_spark.core.text import first_characters
+    from ratio_spark.pipeline.settings import CitationFilter
+
+    families = CitationFilter()
+    assert first_characters(families.et_al) == "("
+    assert first_characters(families.brackets) == "["
+    assert first_characters(families.placeholders) == "<[\\{"
+    assert first_characters(r"\bx?(?:ab|c)") == "acx"
+    assert first_characters(r"[a-c]z") == "abc"
+    for unknown in (r"\w+", r"[^a]", r"a*", r"(?:x|)", r"(?i)\(x", r"(?=a)a", r"\s*\(", r".x", r"[a-z]x"):
+        assert first_characters(unknown) is None, unknown
+    patterns = [getattr(families, name) for name in ("et_al", "author_year", "brackets", "empty_brackets",
+                                                      "placeholders", "formula_placeholders")]
+    patterns += [r"\bx?(?:ab|c)", r"[a-c]z", r"(?:\{\{|<)cit"]
+    alphabet = "abcxz ([{<]}>\\,.01 et al cite"
+    texts = ["".join(random.Random(i).choices(alphabet, k=random.Random(-i).randint(0, 40))) for i in range(3000)]
+    texts += ["(smith et al., 2019)", "(see smith, 2006a)", "[formula]", "{{math:3}}", "[\\cite=x]", "{{cite:k}}", "<cit id=3>", "[]", "[12]"]
+    for pattern in patterns:
+        starts, search = first_characters(pattern), re.compile(pattern).search
+        matched = [text for text in texts if search(text)]
+        assert matched, pattern  # the check below is not empty
+        assert all(any(c in text for c in starts) for text in matched), pattern

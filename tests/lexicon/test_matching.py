@@ -129,6 +129,31 @@ def test_the_pre_filter_keeps_every_sentence_a_marker_opens(cutter):
     assert cutter.may_open(opened + closed) == [True] * len(opened) + [False] * len(closed)
 
 
+def test_the_pre_filter_over_an_arrow_column_answers_as_may_open(lexicon, cutter):
+    """``may_open_column`` (RE2's coarse test over the column, then ``may_open`` on what it passes) gives
+    ``may_open``'s answers: on texts that open with a marker's first characters and stop there or go on, a
+    non-ASCII boundary (RE2's classes are ASCII), an ordinal, nulls, a chunked column; and where RE2 cannot read
+    the coarse regex, by ``may_open`` alone."""
+    import pyarrow as pa
+
+    texts = ["to address this issue, we use dropout.", "first, to address this, we use dropout.", "to addr",
+             "to address", "to addressé, x", "more generally-applicable methods, such as x.", "for exampleé, x.",
+             "firstly we", "second, more generally, x", "in particular, x", "in part, x", "howeverr, x is y.",
+             "we note, for example, that x.", "", None, "however\u2009, x"]
+    expected = cutter.may_open(texts)
+    assert expected.count(True) >= 5 and expected.count(False) >= 5  # both answers are tried
+    assert cutter.may_open_column(pa.array(texts, pa.string())).to_pylist() == expected
+    chunked = pa.chunked_array([pa.array(texts[:7], pa.string()), pa.array(texts[7:], pa.string())])
+    assert cutter.may_open_column(chunked).to_pylist() == expected
+    assert cutter.may_open_column(pa.array([], pa.string())).to_pylist() == []
+    assert cutter._coarse is not None  # the coarse test runs for this lexicon
+    # RE2 reads whatever ``re.escape`` writes; it refuses a regex past its memory budget (a lexicon of millions of
+    # markers), and the constructor then leaves no coarse test:
+    refused = pair_cutter(lexicon, MiningConfig())
+    refused._coarse = None
+    assert refused.may_open_column(pa.array(texts, pa.string())).to_pylist() == expected
+
+
 def test_max_extension_words_is_configurable(lexicon):
     sentence = "to address the bias of both models, we reweight."
     assert pair_cutter(lexicon, MiningConfig(max_extension_words=4)).match(sentence) is None

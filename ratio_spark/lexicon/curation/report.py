@@ -71,7 +71,7 @@ _OCCURRENCE_FIELDS = [T.StructField("marker_entry", T.StringType()), T.StructFie
 
 def match_openings(texts: DataFrame, lexicon: Lexicon, require_comma: bool = True, max_extension_words: int = DEFAULT_MAX_EXTENSION_WORDS) -> DataFrame:
     """(marker_entry, marker) for every row of ``texts`` (a ``norm_text`` column) that opens with a marker. The
-    pre-filter runs in Python (``PairCutter.may_open``), as mine's pass does: Java's regex over the trie of a
+    pre-filter runs in the Python workers (``PairCutter.may_open_column``), as mine's pass does: Java's regex over the trie of a
     lexicon of thousands of candidates, the lexicons curation reports on, ran ~7x slower (docs/performance.md)."""
     spark = texts.sparkSession
     cutter = PairCutter(lexicon, require_comma, max_extension_words)
@@ -82,9 +82,10 @@ def match_openings(texts: DataFrame, lexicon: Lexicon, require_comma: bool = Tru
         local = broadcast.value
         for batch in batches:
             entries, markers = [], []
-            norm_texts = python_strings(batch.column("norm_text"))
-            for text, may_open in zip(norm_texts, local.may_open(norm_texts)):
-                found = local.match(text) if may_open else None
+            column = batch.column("norm_text")
+            opening = column.filter(local.may_open_column(column))
+            for text in python_strings(opening):
+                found = local.match(text)
                 if found is not None:
                     entries.append(found.marker.text)
                     markers.append(found.text)
