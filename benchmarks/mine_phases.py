@@ -96,7 +96,7 @@ def measure(args) -> dict:
 
 def python_costs(spark, sentences, rules, every: int) -> dict:
     """What the Python side costs on one core (the driver's), on the pairs of every ``every``-th paper: the
-    pre-filter per sentence (``PairCutter.may_open``), and the matcher and cutting rules per pair the pre-filter
+    pre-filter per sentence (``PairCutter.may_open_column`` over batches of 10,000, as the pass gets them), and the matcher and cutting rules per pair the pre-filter
     passes (``mine._cut_batch``, as the pass calls them), with the share of those a marker opens."""
     import pyarrow as pa
     from pyspark.sql import functions as F
@@ -104,9 +104,10 @@ def python_costs(spark, sentences, rules, every: int) -> dict:
     import ratio_spark.pipeline.mine as mine
 
     some = sentences.filter(F.abs(F.xxhash64("paper_id")) % every == 0)
-    texts = [r["norm_text"] for r in some.select("norm_text").collect()]
+    texts = pa.Table.from_batches(some.select("norm_text")._collect_as_arrow()).column("norm_text").combine_chunks()
     started = time.perf_counter()
-    rules.cutter.may_open(texts)
+    for start in range(0, len(texts), 10_000):  # Spark's Arrow batches (spark.sql.execution.arrow.maxRecordsPerBatch)
+        rules.cutter.may_open_column(texts.slice(start, 10_000))
     prefilter = time.perf_counter() - started
     candidates = pa.Table.from_batches(mine.pairs_for_mining(some).filter(
         mine.may_open_in_jvm("second_norm", rules.cutter)).select(*mine._RULE_INPUTS)._collect_as_arrow())

@@ -3,7 +3,7 @@
 ``PairCutter`` holds an Aho-Corasick automaton over every marker of a lexicon (pyahocorasick). It is
 built once on the driver, broadcast, and applied to Arrow batches of candidate pairs by
 ``ratio_spark.pipeline.mine``. ``PairRules`` applies the rules that follow a match (cutting the gold, the
-query and the original texts, the drops) to the same pairs in the same pass, with Python's ``re``: ~15 µs a
+query and the original texts, the drops) to the same pairs in the same pass, with Python's ``re``: ~13 µs a
 pair, where the same rules as Spark SQL expressions took ~45 µs of CPU (issue 28, docs/performance.md).
 
 The rules, in order, for a consecutive pair (first sentence q, second sentence s), on normalised text
