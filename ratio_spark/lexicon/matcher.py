@@ -73,7 +73,7 @@ def opening_regex(markers, ordinals=()) -> str:
 
 # How many of a marker's first characters ``PairCutter.may_open_column``'s coarse test looks for: on ACL's sentences
 # 12 passes 5% more than ``may_open`` with lexicon v1 (8% with 18,613 markers) and keeps RE2 fast over the larger
-# lexicon (every character: RE2 took 7x as long over its 18,613 markers as over v1's 327).
+# lexicon (every character: RE2 took ~8x as long over its 18,613 markers as over v1's 327, longer than Python's re).
 COARSE_PREFIX = 12
 
 
@@ -176,9 +176,10 @@ class PairCutter:
 
         First a coarse test over the whole column in Arrow's C++ (RE2): does an ordinal or the first
         ``COARSE_PREFIX`` characters of a marker open the text (no boundary: it passes every text ``may_open``
-        passes, and about a fifth of ACL's sentences); then ``may_open`` on the texts it passes. 0.2 against
-        0.55 µs a sentence, the strings' conversion included (docs/performance.md). Where RE2 cannot read the
-        coarse regex (a marker with a control character, say), ``may_open`` runs on every text."""
+        passes, and about a fifth of ACL's sentences); then ``may_open`` on the texts it passes. ~0.3 against
+        ~0.55 µs a sentence in batches of 10,000, the strings' conversion included (docs/performance.md). Where RE2 cannot read the
+        coarse regex (past its memory budget: ~100,000 markers with distinct 12-character prefixes), ``may_open``
+        runs on every text."""
         if self._coarse is None:
             return pa.array(self.may_open(python_strings(texts)), pa.bool_())
         coarse = pc.fill_null(pc.match_substring_regex(texts, self._coarse), False)

@@ -147,8 +147,8 @@ def test_the_pre_filter_over_an_arrow_column_answers_as_may_open(lexicon, cutter
     assert cutter.may_open_column(chunked).to_pylist() == expected
     assert cutter.may_open_column(pa.array([], pa.string())).to_pylist() == []
     assert cutter._coarse is not None  # the coarse test runs for this lexicon
-    # RE2 reads whatever ``re.escape`` writes; it refuses a regex past its memory budget (a lexicon of millions of
-    # markers), and the constructor then leaves no coarse test:
+    # RE2 reads whatever ``re.escape`` writes; it refuses a regex past its memory budget ("pattern too large": ~100,000
+    # markers with distinct 12-character prefixes, ~10 s to build here), and the constructor then leaves no coarse test:
     refused = pair_cutter(lexicon, MiningConfig())
     refused._coarse = None
     assert refused.may_open_column(pa.array(texts, pa.string())).to_pylist() == expected
