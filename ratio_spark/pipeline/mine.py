@@ -93,8 +93,9 @@ def pair_rules(lexicon: Lexicon, config: MiningConfig) -> PairRules:
 def may_open_in_jvm(column: str, cutter: PairCutter) -> F.Column:
     """``PairCutter.may_open`` as a JVM regex over ``column`` (Java's ``\\w`` is ASCII-only, so a few
     non-boundaries pass; ``PairCutter.match`` decides): where the texts are not in Python yet, so only likely
-    matches cross into Python. The pass in reading order holds them already and runs ``may_open`` instead:
-    Java's regex over a trie of 18,613 markers took ~7x as long as over v1's (docs/performance.md)."""
+    matches cross into Python. The pass in reading order holds them already and runs ``may_open_column`` instead
+    (RE2 over the batch, then Python's ``re``): Java's regex over a trie of 18,613 markers took ~7x as long as over
+    v1's (docs/performance.md)."""
     return F.col(column).rlike(cutter.opening_regex())
 
 
