@@ -4,11 +4,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 export SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON="$PWD/${RATIO_VENV:-.venv}/bin/python"
-# Two workers (pytest-xdist), one test module at a time each: a module's fixtures stay in one worker. The modules
-# go in the order tests/conftest.py gives them (the longest first), not xdist's (most tests first).
+# Two workers (pytest-xdist), one test module at a time each: a module's fixtures stay in one worker.
 # The 30 slowest tests close the output: where the suite's time goes, in every CI log.
 workers=${RATIO_TEST_WORKERS:-2}
 if [ "$workers" -gt 1 ]; then
-  exec "${RATIO_VENV:-.venv}/bin/pytest" -q --durations=30 -n "$workers" --dist loadfile --no-loadscope-reorder "$@"
+  exec "${RATIO_VENV:-.venv}/bin/pytest" -q --durations=30 -n "$workers" --dist loadfile "$@"
 fi
 exec "${RATIO_VENV:-.venv}/bin/pytest" -q --durations=30 "$@"

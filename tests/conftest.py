@@ -27,36 +27,13 @@ SAMPLE_TEI = REPO_ROOT / "data" / "sample" / "acl-emnlp-tei"
 FIXTURE_MARKERS = {"spark": "spark", "standalone_cluster": "spark", "llm_server": "llm"}
 
 
-# The test files that run the whole pipeline several times, minutes each (docs/performance.md, "The test suite"),
-# longest first. Under scripts/test.sh (``-n 2 --dist loadfile --no-loadscope-reorder``) the two workers take the
-# files in collection order: these go first, so that the run does not end with one worker on one of them alone
-# while the other has nothing left. The other files follow, most tests first (pytest-xdist's own order).
-LONGEST_FIRST = ("end_to_end/test_standalone.py", "pipeline/test_update.py", "end_to_end/test_cluster_recipe.py",
-                 "end_to_end/test_jobs.py", "end_to_end/test_pipeline.py")
-
-
 def pytest_collection_modifyitems(config, items):
     """Mark each test by the expensive fixtures in its closure (a test marks itself when it starts a JVM or a
-    server some other way, e.g. through spark-submit); order the files (``LONGEST_FIRST``), each file's tests
-    kept in their order."""
+    server some other way, e.g. through spark-submit)."""
     for item in items:
         for fixture, marker in FIXTURE_MARKERS.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(marker)
-
-    def file_of(item) -> str:
-        return item.nodeid.split("::", 1)[0]
-
-    tests_in = {}
-    for item in items:
-        tests_in[file_of(item)] = tests_in.get(file_of(item), 0) + 1
-
-    def rank(path: str) -> tuple:
-        first = [i for i, name in enumerate(LONGEST_FIRST) if path.endswith(name)]
-        return (first[0], 0) if first else (len(LONGEST_FIRST), -tests_in[path])
-
-    position = {id(item): i for i, item in enumerate(items)}
-    items.sort(key=lambda item: (*rank(file_of(item)), file_of(item), position[id(item)]))
 
 
 @pytest.fixture(scope="session")
