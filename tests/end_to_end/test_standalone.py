@@ -79,8 +79,8 @@ def submit(cluster, run: Slice, target: Path, on_line: Callable[[str, subprocess
     command = [str(VENV_BIN / "spark-submit"), "--master", cluster.master_url, "--driver-memory", "1g",
                "--jars", ",".join(map(str, ensure_jars())), "--py-files", str(run.package_zip),
                str(REPO_ROOT / "jobs" / "run.py"), "--conf", str(REPO_ROOT / "conf" / "sample.yaml")]
-    # Delta's 50 partitions for a table's snapshot are for long logs; the slice's are short (as in local mode,
-    # ``session._LOCAL_DEFAULTS``): 2 took a third off a run of the slice (107 -> 76 s under spark-submit).
+    # Delta's 50 partitions for a table's snapshot are for long logs; the slice's are short: 2, as local mode has
+    # them (``session._LOCAL_DEFAULTS``; docs/performance.md, "The test suite").
     for override in (f"spark.master={cluster.master_url}", f"inputs.0.path={run.corpus}",
                      f"tables.root={target / 'tables'}", f"release.root={target / 'release'}",
                      "spark.conf.spark.databricks.delta.snapshotPartitions=2"):
