@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -25,7 +26,15 @@ from ratio_spark.core.schema import TABLES, Reason
 from ratio_spark.core.text import python_strings
 from ratio_spark.lexicon.loader import Lexicon
 from ratio_spark.lexicon.matcher import MARKER_FIELDS, PairCutter, PairRules, cut_patterns, marker_fields
-from ratio_spark.pipeline.ordered_pairs import BLOCK, OPENS, PARAGRAPH_KEY, SENTENCE_FIELDS, stream_partition
+from ratio_spark.pipeline.ordered_pairs import (
+    BLOCK,
+    FILE_COLUMNS,
+    OPENS,
+    PARAGRAPH_KEY,
+    SENTENCE_FIELDS,
+    file_batches,
+    stream_partition,
+)
 from ratio_spark.pipeline.pairs import consecutive_pairs
 from ratio_spark.pipeline.tables import drop_rows, in_predicate
 
@@ -162,14 +171,61 @@ _SCAN_FIELDS = [
 _ARROW_TYPES = {"string": pa.string(), "integer": pa.int32(), "long": pa.int64(), "boolean": pa.bool_(), "date": pa.date32()}
 
 
-def _scan_in_order(sentences: DataFrame, rules: PairRules, spark: SparkSession) -> DataFrame:
+def _arrow_uri(path: str) -> str:
+    """A Hadoop path as Spark names a file (``file:/a b/c``: not percent-encoded) -> a URI pyarrow parses."""
+    from urllib.parse import quote, urlsplit
+
+    parts = urlsplit(path)
+    return f"{parts.scheme}:" + (f"//{parts.netloc}" if parts.netloc else "") + quote(parts.path)
+
+
+def pieces_to_read(spark: SparkSession, sentences: DataFrame, table: str) -> tuple[list[tuple[str, int, int]] | None, str]:
+    """The Parquet files of the Delta table at ``table``, which ``sentences`` reads whole, cut into pieces as
+    Spark's scan cuts them (``spark.sql.files.maxPartitionBytes``), for the Python workers to read themselves
+    (``ordered_pairs.file_batches``): (URI, first byte, end byte). None, and why not, for a table whose files do
+    not hold its rows as they are (deletion vectors, column mapping, partition columns) or that pyarrow cannot
+    read here."""
+    import pyarrow.parquet as pq
+    from delta.tables import DeltaTable
+
+    detail = DeltaTable.forPath(spark, table).detail().select("partitionColumns", "properties").first()
+    properties = detail["properties"] or {}
+    if detail["partitionColumns"]:
+        return None, "the table has partition columns"
+    if properties.get("delta.enableDeletionVectors", "false").lower() == "true":
+        return None, "the table has deletion vectors"
+    if properties.get("delta.columnMapping.mode", "none").lower() != "none":
+        return None, "the table has column mapping"
+    files = [_arrow_uri(path) for path in sentences.inputFiles()]
+    if not files:
+        return [], ""
+    try:
+        filesystem, path = pyarrow.fs.FileSystem.from_uri(files[0])
+        with filesystem.open_input_file(path) as handle:
+            names = set(pq.ParquetFile(handle).schema_arrow.names)
+        sizes = [info.size for info in filesystem.get_file_info([pyarrow.fs.FileSystem.from_uri(f)[1] for f in files])]
+    except (OSError, ValueError, TypeError, pa.ArrowException) as exc:
+        return None, f"pyarrow cannot read {files[0]} here ({exc.__class__.__name__})"
+    if missing := sorted(set(FILE_COLUMNS) - names):
+        return None, f"{files[0]} has no column(s) {', '.join(missing)}"
+    split = spark._jsparkSession.sessionState().conf().filesMaxPartitionBytes()
+    return [(uri, start, start + split) for uri, size in zip(files, sizes) for start in range(0, max(size, 1), split)], ""
+
+
+def _scan_in_order(sentences: DataFrame, rules: PairRules, spark: SparkSession,
+                   pieces: list[tuple[str, int, int]] | None = None) -> DataFrame:
     """One pass over the sentences as read (``ordered_pairs.PairStream``), the rules applied to the complete
     pairs whose second sentence passes the pre-filter. Rows by ``_kind``: ``pair`` (a pair a marker opens, cut:
-    ``MATCHED_COLUMNS``), ``count`` (``n`` complete pairs of a ``year``), ``edge`` (a sentence), ``head``."""
-    frame = sentences.select(
-        *[c for c in SENTENCE_FIELDS if c != "year"], F.year("pub_date").alias("year"),
-        F.xxhash64(F.input_file_name(), F.input_file_block_start()).alias(BLOCK),
-    )
+    ``MATCHED_COLUMNS``), ``count`` (``n`` complete pairs of a ``year``), ``edge`` (a sentence), ``head``.
+    ``pieces``: of the Parquet files of ``sentences`` (``pieces_to_read``), read by the Python workers, one Spark
+    partition each; None: Spark's scan reads the sentences."""
+    if pieces is None:
+        frame = sentences.select(
+            *[c for c in SENTENCE_FIELDS if c != "year"], F.year("pub_date").alias("year"),
+            F.xxhash64(F.input_file_name(), F.input_file_block_start()).alias(BLOCK),
+        )
+    else:
+        frame = spark.range(0, len(pieces), 1, max(1, len(pieces)))  # row i, alone in its partition: pieces[i]
     schema = T.StructType(_SCAN_FIELDS)
     arrow_schema = pa.schema([pa.field(f.name, _ARROW_TYPES[f.dataType.typeName()]) for f in _SCAN_FIELDS])
     broadcast = spark.sparkContext.broadcast(rules)
@@ -200,7 +256,7 @@ def _scan_in_order(sentences: DataFrame, rules: PairRules, spark: SparkSession) 
                     yield rows(kind, table.num_rows, {c: table.column(c).combine_chunks() for c in table.column_names})
 
         def with_opens(batches):  # the pre-filter (``PairCutter.may_open_column``)
-            for batch in batches:
+            for batch in (batches if pieces is None else file_batches(pieces, batches)):
                 opens = local.cutter.may_open_column(batch.column("norm_text"))
                 yield pa.RecordBatch.from_arrays([*batch.columns, opens], schema=batch.schema.append(pa.field(OPENS, pa.bool_())))
 
@@ -221,23 +277,27 @@ class _Pairs:
 
 
 def _pairs_by_shuffle(sentences: DataFrame, rules: PairRules, spark: SparkSession, why: str) -> _Pairs:
-    """The pairs by a window over each paragraph (one shuffle of every sentence; lazy), pre-filtered, cut."""
+    """The pairs by a window over each paragraph (one shuffle of every sentence), pre-filtered, cut."""
+    from pyspark import StorageLevel
+
     pairs = pairs_for_mining(sentences)
     scanned = pairs.select(F.year("pub_date").alias("year"),
                            F.when(may_open_in_jvm("second_norm", rules.cutter), F.struct(*pairs.columns)).alias("_pair"))
+    scanned = scanned.persist(StorageLevel.MEMORY_AND_DISK)  # run by ``mine_pairs`` (the hashes' count)
     candidates = scanned.filter(F.col("_pair").isNotNull()).select("_pair.*")
     matched = cut_matched(candidates, rules, spark).select(*MATCHED_COLUMNS)
     return _Pairs(scanned, scanned.groupBy("year").count(), matched, f"pairs formed by a shuffle ({why})")
 
 
-def _pairs_in_order(sentences: DataFrame, rules: PairRules, spark: SparkSession) -> _Pairs:
+def _pairs_in_order(sentences: DataFrame, rules: PairRules, spark: SparkSession, table: str | None) -> _Pairs:
     """The pairs of one pass in reading order (persisted: this runs it), and the few it left out (those whose
     second sentence is a head or follows one) formed and cut on the driver from the collected edges, or from the
     sentences of their paragraphs read again where an edge is missing. Falls back to the shuffle when the table
-    is out of order."""
+    is out of order. ``table``: see ``mine_pairs``."""
     from pyspark import StorageLevel
 
-    scan = _scan_in_order(sentences, rules, spark).persist(StorageLevel.MEMORY_AND_DISK)
+    pieces, not_read = pieces_to_read(spark, sentences, table) if table is not None else (None, "")
+    scan = _scan_in_order(sentences, rules, spark, pieces).persist(StorageLevel.MEMORY_AND_DISK)
     columns = [c for c in SENTENCE_FIELDS if c != "year"]
     loose = scan.filter(F.col("_kind").isin("edge", "head", "count")).select("_kind", "year", "n", "at_block_start", *columns)
     # (A count runs every split at once; a limit would run them a few at a time. The count rows are one per batch
@@ -265,7 +325,8 @@ def _pairs_in_order(sentences: DataFrame, rules: PairRules, spark: SparkSession)
     for row in (r for r in loose if r._kind == "count"):
         examined_by_year[row.year] = examined_by_year.get(row.year, 0) + row.n
     matched = scan.filter(F.col("_kind") == "pair").select(*MATCHED_COLUMNS)
-    how = "pairs formed in reading order"
+    how = "pairs formed in reading order" + (" (the Python workers read the Parquet files)" if pieces is not None else
+                                             f" (Spark reads the sentences: {not_read})" if not_read else "")
     if seconds:
         if read_again:  # the sentences of those paragraphs (one Spark job)
             paragraphs = spark.createDataFrame(sorted(read_again), "paper_id string, section_idx int, para_idx int")
@@ -304,16 +365,16 @@ def pair_id_column() -> F.Column:
 
 @dataclass
 class Mining:
-    """``scanned``: the pass over the sentences that forms the pairs (in reading order: persisted already; by the
+    """``scanned``: the pass over the sentences that forms the pairs, persisted (the caller unpersists it; by the
     shuffle: one row per consecutive pair, its ``year`` and, when the pre-filter passes it, the pair's columns);
     ``examined``: (year, count) of the consecutive pairs the matcher looked at; ``matched`` and ``examined``
     both read ``scanned``, so a stage that persists it forms the pairs once; ``pairing``: how, in words;
     ``matched``: every pair whose second sentence opens with a marker, with its ``drop_reason`` (null: kept) and
     its rank among the kept pairs of the same (query, gold) text; ``mined``: the ``mined_pairs`` rows;
     ``drops``: the matched pairs that are not rows, with their reason; ``displaced``: the pairs kept elsewhere
-    (``mine_pairs``'s ``kept_elsewhere``) that a matched pair with a smaller pair id now makes duplicates. All
-    lazy but a ``scanned`` in reading order; ``mined`` and ``drops`` both read ``matched``, so a stage that
-    persists ``matched`` runs the matching and the de-duplication once."""
+    (``mine_pairs``'s ``kept_elsewhere``) that a matched pair with a smaller pair id now makes duplicates.
+    ``mine_pairs`` runs the pass and counts the (query, gold) hashes; the rest is lazy. ``mined`` and ``drops``
+    both read ``matched``, so a stage that persists ``matched`` runs the de-duplication once."""
 
     scanned: DataFrame
     examined: DataFrame
@@ -328,7 +389,7 @@ DUPLICATE_OF = "same query and gold text as "  # the detail of a duplicate_pair 
 
 
 def mine_pairs(spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, config: MiningConfig,
-               kept_elsewhere: DataFrame | None = None, in_order: bool = True) -> Mining:
+               kept_elsewhere: DataFrame | None = None, in_order: bool = True, table: str | None = None) -> Mining:
     """sentences -> pairs examined, matched pairs, ``mined_pairs`` rows (de-duplicated) and the drops.
 
     ``kept_elsewhere``: ``mined_pairs`` rows of papers that are not in ``sentences`` (an update mines only some
@@ -337,9 +398,12 @@ def mine_pairs(spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, conf
 
     ``in_order``: form the pairs in reading order (one pass over the sentences, run here and persisted in
     ``scanned``), falling back to the shuffle for a table out of order; False: by the shuffle (lazy).
+
+    ``table``: the location of the Delta table that ``sentences`` reads whole (no filter): the pass in reading
+    order then has the Python workers read its Parquet files (``pieces_to_read``) instead of Spark's scan.
     """
     rules = pair_rules(lexicon, config)
-    pairs = _pairs_in_order(sentences, rules, spark) if in_order else _pairs_by_shuffle(sentences, rules, spark, "asked")
+    pairs = _pairs_in_order(sentences, rules, spark, table) if in_order else _pairs_by_shuffle(sentences, rules, spark, "asked")
     cut = pairs.matched.withColumn("pair_id", pair_id_column()).withColumn("_elsewhere", F.lit(False))
     kept = F.col("drop_reason").isNull()
     if kept_elsewhere is not None:  # only those sharing a text with a matched pair can rank with one
@@ -347,11 +411,17 @@ def mine_pairs(spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, conf
         elsewhere = kept_elsewhere.select(F.col("query_text").alias("query_cut"), F.col("gold_text").alias("gold_cut"),
                                           "pair_id").join(texts, ["query_cut", "gold_cut"], "left_semi")
         cut = cut.unionByName(elsewhere.withColumn("_elsewhere", F.lit(True)), allowMissingColumns=True)
-    # De-duplicate on (query, gold): the smallest pair id is kept, so reruns keep the same row. One window
-    # (one shuffle) over all matched pairs: a dropped pair ranks only among pairs with its own drop reason,
-    # and its rank is not used.
-    first = Window.partitionBy("drop_reason", "query_cut", "gold_cut").orderBy("pair_id")
-    ranked = cut.withColumn("_n", F.row_number().over(first)).withColumn("_first_pair_id", F.first("pair_id").over(first))
+    # De-duplicate the kept pairs on (query, gold): the smallest pair id is kept, so reruns keep the same row. The
+    # window (a shuffle and a sort of the wide rows) ranks only the pairs whose (query, gold) shares a 64-bit hash
+    # with another kept pair's: the hashes are counted first (8-byte keys), and the few shared come back to the
+    # driver and are broadcast. Every other pair ranks first of its own (a dropped pair's rank is not used).
+    cut = cut.withColumn("_group", F.when(kept, F.xxhash64("query_cut", "gold_cut")))
+    shared = cut.filter(kept).groupBy("_group").count().filter(F.col("count") > 1).select("_group").toPandas()
+    shared = F.broadcast(spark.createDataFrame(shared.astype("int64"), "_group long"))
+    first = Window.partitionBy("query_cut", "gold_cut").orderBy("pair_id")
+    ranked = cut.join(shared, "_group", "left_anti").withColumn("_n", F.lit(1)).withColumn(
+        "_first_pair_id", F.col("pair_id")).unionByName(cut.join(shared, "_group", "left_semi").withColumn(
+            "_n", F.row_number().over(first)).withColumn("_first_pair_id", F.first("pair_id").over(first))).drop("_group")
     matched = ranked.filter(~F.col("_elsewhere"))
     mined = matched.filter(kept & (F.col("_n") == 1)).select(
         "pair_id", "paper_id", "pub_date", "role", "move", "category", "marker", "marker_entry", "marker_source",

@@ -15,6 +15,8 @@ contiguous piece of one file). Everything else is reported, never guessed:
 
 In a table ``segment`` wrote, the heads are the paragraphs cut by a split; a table in another order (a user's
 own, one rewritten by Z-ordering) has heads everywhere, and mine then forms every pair with the shuffle.
+The batches come from Spark's scan (a block is a file split) or from ``file_batches``, the Python workers
+reading the table's Parquet files themselves (a block is a file).
 This module only imports pyarrow and numpy: the Python workers run it.
 """
 
@@ -31,6 +33,8 @@ PARAGRAPH_KEY = ("paper_id", "section_idx", "para_idx")
 # What the scan gives each sentence.
 SENTENCE_FIELDS = ("sentence_id", "paper_id", "pub_date", "section_idx", "para_idx", "sent_idx", "text", "norm_text",
                    "norm_flag", "year")
+# What ``file_batches`` reads of a file (``year`` it derives from ``pub_date``).
+FILE_COLUMNS = tuple(c for c in SENTENCE_FIELDS if c != "year")
 # Added to each sentence before the stream: whether a marker may open it (the pre-filter, in Python), and a hash
 # of the file split it was read from (by the JVM).
 OPENS, BLOCK = "_opens", "_block"
@@ -142,6 +146,39 @@ class PairStream:
         heads = pa.table({**{name: work.column(name).take(pa.array(nothing)) for name in (*PARAGRAPH_KEY, "sent_idx")},
                           "at_block_start": pa.array([], pa.bool_())})
         return self._pairs(work, nothing, np.zeros(0, dtype=np.int64)), {}, work.select(list(SENTENCE_FIELDS)).slice(0, 0), heads
+
+
+def _middle(row_group) -> int:
+    """The byte offset of the middle of a Parquet row group: the piece of a file that holds it reads it (Spark's
+    rule, so that each row group is read once)."""
+    first = row_group.column(0)
+    opens = first.dictionary_page_offset if first.has_dictionary_page else first.data_page_offset
+    return opens + sum(row_group.column(i).total_compressed_size for i in range(row_group.num_columns)) // 2
+
+
+def file_batches(pieces: list[tuple[str, int, int]], ids: Iterator[pa.RecordBatch], batch_rows: int = 10_000
+                 ) -> Iterator[pa.RecordBatch]:
+    """The sentences of ``pieces[i]`` (a Parquet file's URI and a byte range: the row groups whose middle is in
+    it) for each ``i`` of the ``id`` column of ``ids``, read with pyarrow in the file's order, each piece one
+    block: ``SENTENCE_FIELDS`` and ``BLOCK`` (= ``i``), as Spark's scan gives them. Why: reading and converting
+    every sentence for the Python workers took the JVM more CPU than the pass's Python work
+    (docs/performance.md, "Mining: the Python workers read the files")."""
+    import pyarrow.fs
+    import pyarrow.parquet as pq
+
+    for unit in ids:
+        for i in unit.column("id").to_pylist():
+            uri, start, end = pieces[i]
+            filesystem, path = pyarrow.fs.FileSystem.from_uri(uri)
+            with filesystem.open_input_file(path) as handle:
+                parquet = pq.ParquetFile(handle)
+                groups = [k for k in range(parquet.metadata.num_row_groups) if start <= _middle(parquet.metadata.row_group(k)) < end]
+                if not groups:
+                    continue
+                for batch in parquet.iter_batches(batch_size=batch_rows, row_groups=groups, columns=list(FILE_COLUMNS)):
+                    year = pc.year(batch.column("pub_date")).cast(pa.int32())
+                    block = pa.array(np.full(batch.num_rows, i, dtype=np.int64))
+                    yield pa.RecordBatch.from_arrays([*batch.columns, year, block], names=[*FILE_COLUMNS, "year", BLOCK])
 
 
 def stream_partition(batches: Iterator[pa.RecordBatch], emit: Callable[[pa.Table, dict, pa.Table, pa.Table], Iterator]

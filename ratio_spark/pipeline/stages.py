@@ -161,20 +161,21 @@ class Mine(Stage):
     files = {"lexicon": "mining.lexicon"}
 
     def process(self, io) -> Outcome:
-        from pyspark import StorageLevel
 
         from ratio_spark.lexicon.loader import load_lexicon
         from ratio_spark.pipeline.mine import mine_pairs
+        from ratio_spark.pipeline.tables import table_location
 
         lexicon = load_lexicon(io.file("lexicon"))
         io.log(f"lexicon {lexicon.version} ({len(lexicon.markers)} markers), matching consecutive pairs")
         with io.phase("forming, matching and cutting the pairs, counting them per year"):
-            mining = mine_pairs(io.spark, io.read("sentences"), lexicon, io.settings)
-            # Persisted: the pass that forms, matches and cuts the pairs (the counts per year, the rows and the
-            # drops read it), so the sentences are read once. The de-duplication window is not persisted: the rows
+            mining = mine_pairs(io.spark, io.read("sentences"), lexicon, io.settings,
+                                table=table_location(io.config, "sentences"))
+            # Persisted by mine_pairs: the pass that forms, matches and cuts the pairs (the counts per year, the rows
+            # and the drops read it), so the sentences are read once. The de-duplication is not persisted: the rows
             # and the drops each run it over the persisted pass, which costs less than caching its wide rows
             # (docs/performance.md, "Mining: the rules in the pass").
-            scanned = mining.scanned.persist(StorageLevel.MEMORY_AND_DISK)
+            scanned = mining.scanned
             examined_by_year = {r["year"]: r["count"] for r in mining.examined.collect()}
         io.log(mining.pairing)
         try:
@@ -231,7 +232,7 @@ class MinePapers(Mine):
             return row["rows"], row["matching"]
 
         where, mining = mine_again(papers)
-        scanned = mining.scanned.persist(StorageLevel.MEMORY_AND_DISK)
+        scanned = mining.scanned  # persisted by mine_pairs
         matched = mining.matched.persist(StorageLevel.MEMORY_AND_DISK)
         remined = list(papers)
         try:
@@ -263,7 +264,7 @@ class MinePapers(Mine):
         finally:
             matched.unpersist()
             scanned.unpersist()
-            mining.scanned.unpersist()  # a second mine's pairs (those in reading order are persisted as formed)
+            mining.scanned.unpersist()  # a second mine's pass
         drops_now = io.spark.read.format("delta").load(table_location(io.config, "drops")).filter(F.col("stage") == "mine")
         after = {"mined_pairs": rows_and_matching(written, where)}
         here = {r["reason"]: r["count"] for r in drops_now.filter(where).groupBy("reason").count().collect()}

@@ -111,10 +111,10 @@ def mining_setup(spark, sample_segmented):
         load_lexicon(config.mining.lexicon), config.mining
 
 
-def _outputs(spark, sentences, lexicon, config, in_order: bool):
+def _outputs(spark, sentences, lexicon, config, in_order: bool, table: str | None = None):
     from ratio_spark.pipeline.mine import mine_pairs
 
-    mining = mine_pairs(spark, sentences, lexicon, config, in_order=in_order)
+    mining = mine_pairs(spark, sentences, lexicon, config, in_order=in_order, table=table)
     try:
         return (mining.pairing, sorted((r["year"], r["count"]) for r in mining.examined.collect()),
                 sorted(map(tuple, mining.mined.collect())), sorted(map(tuple, mining.drops.collect())))
@@ -153,6 +153,55 @@ def test_mine_has_the_same_outputs_from_the_stream_and_from_the_shuffle(spark, m
     monkeypatch.setattr(mine, "MAX_LOOSE_ROWS", 10)
     fallback = _outputs(spark, shuffled, lexicon, config, in_order=True)
     assert fallback[0].startswith("pairs formed by a shuffle (over 10 sentences out of reading order") and fallback[1:] == by_shuffle[1:]
+
+
+@pytest.mark.spark
+def test_mine_has_the_same_outputs_when_the_python_workers_read_the_files(spark, mining_setup, tmp_path):
+    """The pass reading the table's Parquet files itself (``mine_pairs(table=...)``) against Spark's scan: the
+    table as written; in one file of many row groups cut into pieces (at a path with a space); and a table with
+    deletion vectors, which Spark must read (its files still hold the deleted rows)."""
+    import pyarrow.parquet as pq
+
+    from ratio_spark.pipeline.mine import pieces_to_read
+
+    sentences, lexicon, config = mining_setup
+    by_scan = _outputs(spark, sentences, lexicon, config, in_order=True)
+    assert by_scan[2], "the sample mines no pair: nothing compared"
+    path = sentences.inputFiles()[0].rsplit("/", 1)[0]
+    direct = _outputs(spark, sentences, lexicon, config, in_order=True, table=path)
+    assert direct[0] == "pairs formed in reading order (the Python workers read the Parquet files)"
+    assert direct[1:] == by_scan[1:]
+
+    # One file of row groups of ~4 KB, read in pieces of 16 KB: paragraphs run on across pieces.
+    one_file = str(tmp_path / "with space" / "one file")
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    hadoop.setInt("parquet.block.size", 4096)
+    try:
+        sentences.coalesce(1).write.format("delta").save(one_file)
+    finally:
+        hadoop.unset("parquet.block.size")
+    table = spark.read.format("delta").load(one_file)
+    (uri,) = table.inputFiles()
+    assert pq.ParquetFile(uri.removeprefix("file:")).metadata.num_row_groups > 4
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "16384")
+    try:
+        pieces, _ = pieces_to_read(spark, table, one_file)
+        in_pieces = _outputs(spark, table, lexicon, config, in_order=True, table=one_file)
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    assert len(pieces) > 2
+    assert "(the Python workers read the Parquet files) (" in in_pieces[0] and "formed from their edges" in in_pieces[0]
+    assert in_pieces[1:] == by_scan[1:]
+
+    # Deletion vectors: the files hold rows the table does not.
+    with_dv = str(tmp_path / "deletion vectors")
+    sentences.write.format("delta").option("delta.enableDeletionVectors", "true").save(with_dv)
+    from delta.tables import DeltaTable
+
+    DeltaTable.forPath(spark, with_dv).delete("sent_idx > 40")  # no pair of the sample reaches this far
+    deleted = _outputs(spark, spark.read.format("delta").load(with_dv), lexicon, config, in_order=True, table=with_dv)
+    assert deleted[0] == "pairs formed in reading order (Spark reads the sentences: the table has deletion vectors)"
+    assert deleted[1:] == by_scan[1:]
 
 
 @pytest.mark.spark
