@@ -16,7 +16,7 @@ contiguous piece of one file). Everything else is reported, never guessed:
 In a table ``segment`` wrote, the heads are the paragraphs cut by a split; a table in another order (a user's
 own, one rewritten by Z-ordering) has heads everywhere, and mine then forms every pair with the shuffle.
 The batches come from Spark's scan (a block is a file split) or from ``file_batches``, the Python workers
-reading the table's Parquet files themselves (a block is a file).
+reading the table's Parquet files themselves (a block is a piece of a file).
 This module only imports pyarrow and numpy: the Python workers run it.
 """
 
@@ -36,7 +36,7 @@ SENTENCE_FIELDS = ("sentence_id", "paper_id", "pub_date", "section_idx", "para_i
 # What ``file_batches`` reads of a file (``year`` it derives from ``pub_date``).
 FILE_COLUMNS = tuple(c for c in SENTENCE_FIELDS if c != "year")
 # Added to each sentence before the stream: whether a marker may open it (the pre-filter, in Python), and a hash
-# of the file split it was read from (by the JVM).
+# of the file split it was read from (by the JVM), or the index of the file's piece (``file_batches``).
 OPENS, BLOCK = "_opens", "_block"
 # A pair as mining reads it (``mine.pairs_for_mining``'s columns).
 PAIR_FIELDS = ("paper_id", "pub_date", "query_sentence_id", "query_original", "query_norm", "query_flag",

@@ -161,7 +161,6 @@ class Mine(Stage):
     files = {"lexicon": "mining.lexicon"}
 
     def process(self, io) -> Outcome:
-
         from ratio_spark.lexicon.loader import load_lexicon
         from ratio_spark.pipeline.mine import mine_pairs
         from ratio_spark.pipeline.tables import table_location
