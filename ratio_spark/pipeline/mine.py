@@ -179,6 +179,35 @@ def _arrow_uri(path: str) -> str:
     return f"{parts.scheme}:" + (f"//{parts.netloc}" if parts.netloc else "") + quote(parts.path)
 
 
+def _snapshot(spark: SparkSession, table: str) -> tuple[int, dict, str] | None:
+    """The version, metadata (``partitionColumns``, ``configuration``) and location (a Hadoop path) of the snapshot
+    of the Delta table at ``table`` that Spark's reads of it see now, from Delta's log as Spark loaded it (no job).
+    None where Delta's classes do not answer so (another Delta version): ``pieces_to_read`` then asks Spark."""
+    import json
+
+    try:
+        snapshot = spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table).unsafeVolatileSnapshot()
+        return int(snapshot.version()), json.loads(snapshot.metadata().json())["metaData"], str(snapshot.deltaLog().dataPath())
+    except Exception:  # py4j's errors, a key missing: Delta's internals are not an API
+        return None
+
+
+def _files_of(version: int, location: str) -> list[str] | None:
+    """The data files of version ``version`` of the Delta table at ``location`` (Hadoop paths), as ``deltalake``
+    lists them from the log: ~0.1 s, where Spark computes a snapshot's file list in a job (~6 s the first time in a
+    session, docs/performance.md). None where ``deltalake`` cannot read the table (a scheme or credentials only
+    Hadoop knows) or a path is not a plain file name in the table's folder."""
+    try:
+        from deltalake import DeltaTable
+
+        paths = pa.table(DeltaTable(location, version=version).get_add_actions(flatten=True)).column("path").to_pylist()
+    except Exception:  # deltalake's errors have no common base
+        return None
+    if any(not path or "/" in path or "%" in path or ":" in path for path in paths):
+        return None
+    return [location.rstrip("/") + "/" + path for path in paths]
+
+
 def pieces_to_read(spark: SparkSession, sentences: DataFrame, table: str) -> tuple[list[tuple[str, int, int]] | None, str]:
     """The Parquet files of the Delta table at ``table``, which ``sentences`` reads whole, cut into pieces as
     Spark's scan cuts them (``spark.sql.files.maxPartitionBytes``), for the Python workers to read themselves
@@ -188,15 +217,21 @@ def pieces_to_read(spark: SparkSession, sentences: DataFrame, table: str) -> tup
     import pyarrow.parquet as pq
     from delta.tables import DeltaTable
 
-    detail = DeltaTable.forPath(spark, table).detail().select("partitionColumns", "properties").first()
-    properties = detail["properties"] or {}
-    if detail["partitionColumns"]:
+    snapshot = _snapshot(spark, table)
+    if snapshot is not None:
+        version, metadata, location = snapshot
+        partition_columns, properties = metadata.get("partitionColumns") or [], metadata.get("configuration") or {}
+    else:
+        detail = DeltaTable.forPath(spark, table).detail().select("partitionColumns", "properties").first()
+        partition_columns, properties = detail["partitionColumns"], detail["properties"] or {}
+    if partition_columns:
         return None, "the table has partition columns"
     if properties.get("delta.enableDeletionVectors", "false").lower() == "true":
         return None, "the table has deletion vectors"
     if properties.get("delta.columnMapping.mode", "none").lower() != "none":
         return None, "the table has column mapping"
-    files = [_arrow_uri(path) for path in sentences.inputFiles()]
+    listed = _files_of(version, location) if snapshot is not None else None
+    files = [_arrow_uri(path) for path in (listed if listed is not None else sentences.inputFiles())]
     if not files:
         return [], ""
     try:

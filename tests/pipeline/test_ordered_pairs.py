@@ -162,7 +162,7 @@ def test_mine_has_the_same_outputs_when_the_python_workers_read_the_files(spark,
     deletion vectors, which Spark must read (its files still hold the deleted rows)."""
     import pyarrow.parquet as pq
 
-    from ratio_spark.pipeline.mine import pieces_to_read
+    from ratio_spark.pipeline.mine import _arrow_uri, _files_of, _snapshot, pieces_to_read
 
     sentences, lexicon, config = mining_setup
     by_scan = _outputs(spark, sentences, lexicon, config, in_order=True)
@@ -190,6 +190,10 @@ def test_mine_has_the_same_outputs_when_the_python_workers_read_the_files(spark,
     finally:
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
     assert len(pieces) > 2
+    # deltalake listed the file of the version Spark read (not Spark's job, the fallback): the same URI.
+    version, _, location = _snapshot(spark, one_file)
+    assert _files_of(version, location) is not None
+    assert {piece[0] for piece in pieces} == {_arrow_uri(uri)}
     assert "(the Python workers read the Parquet files) (" in in_pieces[0] and "formed from their edges" in in_pieces[0]
     assert in_pieces[1:] == by_scan[1:]
 
