@@ -307,7 +307,7 @@ class _Pairs:
 
     scanned: DataFrame
     examined: DataFrame
-    matched: DataFrame
+    matched: DataFrame  # with ``with_keys``' columns
     how: str
 
 
@@ -320,7 +320,7 @@ def _pairs_by_shuffle(sentences: DataFrame, rules: PairRules, spark: SparkSessio
                            F.when(may_open_in_jvm("second_norm", rules.cutter), F.struct(*pairs.columns)).alias("_pair"))
     scanned = scanned.persist(StorageLevel.MEMORY_AND_DISK)  # run by ``mine_pairs`` (the hashes' count)
     candidates = scanned.filter(F.col("_pair").isNotNull()).select("_pair.*")
-    matched = cut_matched(candidates, rules, spark).select(*MATCHED_COLUMNS)
+    matched = with_keys(cut_matched(candidates, rules, spark).select(*MATCHED_COLUMNS))
     return _Pairs(scanned, scanned.groupBy("year").count(), matched, f"pairs formed by a shuffle ({why})")
 
 
@@ -332,7 +332,8 @@ def _pairs_in_order(sentences: DataFrame, rules: PairRules, spark: SparkSession,
     from pyspark import StorageLevel
 
     pieces, not_read = pieces_to_read(spark, sentences, table) if table is not None else (None, "")
-    scan = _scan_in_order(sentences, rules, spark, pieces).persist(StorageLevel.MEMORY_AND_DISK)
+    scan = with_keys(_scan_in_order(sentences, rules, spark, pieces), F.col("_kind") == "pair"
+                     ).persist(StorageLevel.MEMORY_AND_DISK)
     columns = [c for c in SENTENCE_FIELDS if c != "year"]
     loose = scan.filter(F.col("_kind").isin("edge", "head", "count")).select("_kind", "year", "n", "at_block_start", *columns)
     # (A count runs every split at once; a limit would run them a few at a time. The count rows are one per batch
@@ -359,7 +360,7 @@ def _pairs_in_order(sentences: DataFrame, rules: PairRules, spark: SparkSession,
     examined_by_year: dict = {}
     for row in (r for r in loose if r._kind == "count"):
         examined_by_year[row.year] = examined_by_year.get(row.year, 0) + row.n
-    matched = scan.filter(F.col("_kind") == "pair").select(*MATCHED_COLUMNS)
+    matched = scan.filter(F.col("_kind") == "pair").select(*MATCHED_COLUMNS, "pair_id", "_group")
     how = "pairs formed in reading order" + (" (the Python workers read the Parquet files)" if pieces is not None else
                                              f" (Spark reads the sentences: {not_read})" if not_read else "")
     if seconds:
@@ -381,7 +382,8 @@ def _pairs_in_order(sentences: DataFrame, rules: PairRules, spark: SparkSession,
                 cut_rows.append((first.paper_id, first.pub_date, first.sentence_id, gold.sentence_id,
                                  context.norm_text if context is not None else None, *cut.fields()))
         if cut_rows:
-            matched = matched.unionByName(spark.createDataFrame(cut_rows, matched.schema))
+            schema = T.StructType([f for f in matched.schema.fields if f.name in MATCHED_COLUMNS])
+            matched = matched.unionByName(with_keys(spark.createDataFrame(cut_rows, schema)))
         how += (f" ({len(seconds):,} pair(s) across file splits formed from their edges"
                 + (f", {len(read_again):,} paragraph(s) read again" if read_again else "") + ")")
     examined = spark.createDataFrame(sorted(examined_by_year.items(), key=lambda item: (item[0] is None, item[0] or 0)),
@@ -398,11 +400,22 @@ def pair_id_column() -> F.Column:
     return F.concat(F.lit("p"), F.substring(F.sha2(F.concat_ws("|", "query_sentence_id", "gold_sentence_id"), 256), 1, 16))
 
 
+def with_keys(pairs: DataFrame, is_pair: F.Column | None = None) -> DataFrame:
+    """``pairs`` (``MATCHED_COLUMNS``) with the ``pair_id`` of each row where ``is_pair``, and ``_group``: a 64-bit
+    hash of a kept pair's (query, gold) text (null for a dropped one), which the de-duplication counts. Added to the
+    pass before it is persisted, so that the hashes' count and the two writes read them instead of hashing every
+    pair's texts and ids again (docs/performance.md)."""
+    is_pair = F.lit(True) if is_pair is None else is_pair
+    return pairs.withColumn("pair_id", F.when(is_pair, pair_id_column())).withColumn(
+        "_group", F.when(is_pair & F.col("drop_reason").isNull(), F.xxhash64("query_cut", "gold_cut")))
+
+
 @dataclass
 class Mining:
     """``scanned``: the pass over the sentences that forms the pairs, persisted (the caller unpersists it; by the
     shuffle: one row per consecutive pair, its ``year`` and, when the pre-filter passes it, the pair's columns);
-    ``examined``: (year, count) of the consecutive pairs the matcher looked at; ``matched`` and ``examined``
+    ``examined``: (year, count) of the consecutive pairs the matcher looked at; ``n_matched``: how many pairs open
+    with a marker (counted with the hashes: the rows of ``matched``, with no job of their own); ``matched`` and ``examined``
     both read ``scanned``, so a stage that persists it forms the pairs once; ``pairing``: how, in words;
     ``matched``: every pair whose second sentence opens with a marker, with its ``drop_reason`` (null: kept) and
     its rank among the kept pairs of the same (query, gold) text; ``mined``: the ``mined_pairs`` rows;
@@ -413,6 +426,7 @@ class Mining:
 
     scanned: DataFrame
     examined: DataFrame
+    n_matched: int
     matched: DataFrame
     mined: DataFrame
     drops: DataFrame
@@ -439,19 +453,25 @@ def mine_pairs(spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, conf
     """
     rules = pair_rules(lexicon, config)
     pairs = _pairs_in_order(sentences, rules, spark, table) if in_order else _pairs_by_shuffle(sentences, rules, spark, "asked")
-    cut = pairs.matched.withColumn("pair_id", pair_id_column()).withColumn("_elsewhere", F.lit(False))
+    cut = pairs.matched.withColumn("_elsewhere", F.lit(False))
     kept = F.col("drop_reason").isNull()
     if kept_elsewhere is not None:  # only those sharing a text with a matched pair can rank with one
         texts = cut.filter(kept).select("query_cut", "gold_cut").distinct()
         elsewhere = kept_elsewhere.select(F.col("query_text").alias("query_cut"), F.col("gold_text").alias("gold_cut"),
                                           "pair_id").join(texts, ["query_cut", "gold_cut"], "left_semi")
-        cut = cut.unionByName(elsewhere.withColumn("_elsewhere", F.lit(True)), allowMissingColumns=True)
+        cut = cut.unionByName(elsewhere.withColumn("_group", F.xxhash64("query_cut", "gold_cut"))
+                              .withColumn("_elsewhere", F.lit(True)), allowMissingColumns=True)
     # De-duplicate the kept pairs on (query, gold): the smallest pair id is kept, so reruns keep the same row. The
-    # window (a shuffle and a sort of the wide rows) ranks only the pairs whose (query, gold) shares a 64-bit hash
-    # with another kept pair's: the hashes are counted first (8-byte keys), and the few shared come back to the
-    # driver and are broadcast. Every other pair ranks first of its own (a dropped pair's rank is not used).
-    cut = cut.withColumn("_group", F.when(kept, F.xxhash64("query_cut", "gold_cut")))
-    shared = cut.filter(kept).groupBy("_group").count().filter(F.col("count") > 1).select("_group").toPandas()
+    # window (a shuffle and a sort of the wide rows) ranks only the pairs whose (query, gold) shares its 64-bit hash
+    # (``_group``) with another kept pair's: the hashes are counted first (8-byte keys), and the few shared come
+    # back to the driver and are broadcast. Every other pair ranks first of its own (a dropped pair's rank is not
+    # used). The same job counts the matched pairs: the hashes held once, and the dropped pairs, add up in one row.
+    counts = cut.groupBy("_group").agg(F.count("*").alias("n"), F.count(F.when(~F.col("_elsewhere"), 1)).alias("here"))
+    is_shared = (F.col("n") > 1) & F.col("_group").isNotNull()
+    counts = counts.groupBy(F.when(is_shared, F.col("_group")).otherwise(F.lit(0)).alias("_group"), is_shared.alias("shared")
+                            ).agg(F.sum("here").alias("here")).toPandas()  # (no null: pandas would make the hashes floats)
+    n_matched = int(counts["here"].sum())
+    shared = counts.loc[counts["shared"].astype(bool), ["_group"]]
     shared = F.broadcast(spark.createDataFrame(shared.astype("int64"), "_group long"))
     first = Window.partitionBy("query_cut", "gold_cut").orderBy("pair_id")
     ranked = cut.join(shared, "_group", "left_anti").withColumn("_n", F.lit(1)).withColumn(
@@ -474,7 +494,7 @@ def mine_pairs(spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, conf
         role="role", text="gold_cut", detail=F.when(kept, duplicate).otherwise(marker),
     )
     displaced = ranked.filter(F.col("_elsewhere") & (F.col("_n") > 1)).select("pair_id", "_first_pair_id")
-    return Mining(scanned=pairs.scanned, examined=pairs.examined, matched=matched,
+    return Mining(scanned=pairs.scanned, examined=pairs.examined, n_matched=n_matched, matched=matched,
                   mined=mined.select(*TABLES["mined_pairs"].column_names), drops=drops, displaced=displaced, pairing=pairs.how)
 
 

@@ -177,9 +177,8 @@ class Mine(Stage):
             scanned = mining.scanned
             examined_by_year = {r["year"]: r["count"] for r in mining.examined.collect()}
         io.log(mining.pairing)
+        n_matched = mining.n_matched
         try:
-            with io.phase("counting the pairs that open with a marker"):
-                n_matched = mining.matched.count()  # (the window's columns unused: Spark prunes the window)
             written = io.phases({
                 "writing mined_pairs": lambda: io.write("mined_pairs", mining.mined),
                 "writing the dropped pairs": lambda: io.write_drops(mining.drops),
