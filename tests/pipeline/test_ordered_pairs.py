@@ -156,7 +156,7 @@ def test_mine_has_the_same_outputs_from_the_stream_and_from_the_shuffle(spark, m
 
 
 @pytest.mark.spark
-def test_mine_has_the_same_outputs_when_the_python_workers_read_the_files(spark, mining_setup, tmp_path):
+def test_mine_has_the_same_outputs_when_the_python_workers_read_the_files(spark, mining_setup, tmp_path, monkeypatch):
     """The pass reading the table's Parquet files itself (``mine_pairs(table=...)``) against Spark's scan: the
     table as written; in one file of many row groups cut into pieces (at a path with a space); and a table with
     deletion vectors, which Spark must read (its files still hold the deleted rows)."""
@@ -194,6 +194,16 @@ def test_mine_has_the_same_outputs_when_the_python_workers_read_the_files(spark,
     version, _, location = _snapshot(spark, one_file)
     assert _files_of(version, location) is not None
     assert {piece[0] for piece in pieces} == {_arrow_uri(uri)}
+    # Where deltalake cannot read the location, Spark lists the files: the same pieces.
+    import ratio_spark.pipeline.mine as mine
+
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "16384")
+    try:
+        with monkeypatch.context() as patched:
+            patched.setattr(mine, "_files_of", lambda version, location: None)
+            assert pieces_to_read(spark, table, one_file) == (pieces, "")
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
     assert "(the Python workers read the Parquet files) (" in in_pieces[0] and "formed from their edges" in in_pieces[0]
     assert in_pieces[1:] == by_scan[1:]
 
