@@ -67,6 +67,11 @@ _SPARK_INPUT_ERRORS: list[tuple[str, str]] = [
     (r"\[(?:UNRESOLVED_COLUMN|FIELD_NOT_FOUND)[^\]]*\][^`]*`([^`]+)`",
      "a table lacks the column `{0}`: it was written by another version of ratio-spark; rerun the stage that writes it"),
     (r"java\.nio\.file\.AccessDeniedException: (\S+)", "permission denied: {0} (choose a writable tables.root / release.root)"),
+    (r"SparkFileNotFoundException: File (\S+) does not exist",
+     "a data file of a table is missing: {0} (deleted or moved outside Delta: restore it, or rerun the stage that "
+     "writes the table)"),
+    (r"(?:ValueError: cannot read the Parquet file|ChecksumException: Checksum error:) (\S+?):? ",
+     "a data file of a table is damaged: {0} (rewrite the table with the stage that writes it, or restore the file)"),
     (r"(?:java\.io\.FileNotFoundException|java\.nio\.file\.NoSuchFileException): (\S+)",
      "file not found: {0} (was it moved or deleted while the run read it?)"),
     (r"\[DELTA_CANNOT_CREATE_LOG_PATH\] Cannot create (\S+?)(?:/_delta_log)?(?:\s|$)",

@@ -236,9 +236,12 @@ def pieces_to_read(spark: SparkSession, sentences: DataFrame, table: str) -> tup
         return [], ""
     try:
         filesystem, path = pyarrow.fs.FileSystem.from_uri(files[0])
+        infos = filesystem.get_file_info([pyarrow.fs.FileSystem.from_uri(f)[1] for f in files])
+        if gone := [f for f, info in zip(files, infos) if info.type == pyarrow.fs.FileType.NotFound]:
+            return None, f"{len(gone)} of its files not found ({gone[0]})"  # (Spark's scan then says which)
         with filesystem.open_input_file(path) as handle:
             names = set(pq.ParquetFile(handle).schema_arrow.names)
-        sizes = [info.size for info in filesystem.get_file_info([pyarrow.fs.FileSystem.from_uri(f)[1] for f in files])]
+        sizes = [info.size for info in infos]
     except (OSError, ValueError, TypeError, pa.ArrowException) as exc:
         return None, f"pyarrow cannot read {files[0]} here ({exc.__class__.__name__})"
     if missing := sorted(set(FILE_COLUMNS) - names):

@@ -169,16 +169,20 @@ def file_batches(pieces: list[tuple[str, int, int]], ids: Iterator[pa.RecordBatc
     for unit in ids:
         for i in unit.column("id").to_pylist():
             uri, start, end = pieces[i]
-            filesystem, path = pyarrow.fs.FileSystem.from_uri(uri)
-            with filesystem.open_input_file(path) as handle:
-                parquet = pq.ParquetFile(handle)
-                groups = [k for k in range(parquet.metadata.num_row_groups) if start <= _middle(parquet.metadata.row_group(k)) < end]
-                if not groups:
-                    continue
-                for batch in parquet.iter_batches(batch_size=batch_rows, row_groups=groups, columns=list(FILE_COLUMNS)):
-                    year = pc.year(batch.column("pub_date")).cast(pa.int32())
-                    block = pa.array(np.full(batch.num_rows, i, dtype=np.int64))
-                    yield pa.RecordBatch.from_arrays([*batch.columns, year, block], names=[*FILE_COLUMNS, "year", BLOCK])
+            try:
+                filesystem, path = pyarrow.fs.FileSystem.from_uri(uri)
+                with filesystem.open_input_file(path) as handle:
+                    parquet = pq.ParquetFile(handle)
+                    groups = [k for k in range(parquet.metadata.num_row_groups)
+                              if start <= _middle(parquet.metadata.row_group(k)) < end]
+                    batches = parquet.iter_batches(batch_size=batch_rows, row_groups=groups, columns=list(FILE_COLUMNS))
+                    for batch in batches if groups else ():  # (pyarrow refuses an empty list of row groups)
+                        year = pc.year(batch.column("pub_date")).cast(pa.int32())
+                        block = pa.array(np.full(batch.num_rows, i, dtype=np.int64))
+                        yield pa.RecordBatch.from_arrays([*batch.columns, year, block], names=[*FILE_COLUMNS, "year", BLOCK])
+            except (OSError, pa.ArrowException) as exc:  # the file, named (the driver's error line reads it)
+                detail = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+                raise ValueError(f"cannot read the Parquet file {uri}: {detail}") from exc
 
 
 def stream_partition(batches: Iterator[pa.RecordBatch], emit: Callable[[pa.Table, dict, pa.Table, pa.Table], Iterator]

@@ -126,6 +126,29 @@ def test_every_stage_has_a_job(job, tmp_path):
         assert f"FAIL  table {reads}" in result.stdout
 
 
+def _with_a_file_deleted(spark, location):
+    """A Delta table whose log lists a data file that is not there (deleted outside Delta)."""
+    spark.range(10).write.format("delta").save(str(location))
+    next(location.glob("*.parquet")).unlink()
+    return spark.read.format("delta").load(str(location))
+
+
+def _damaged(spark, location):
+    """A Parquet file overwritten with bytes that are not Parquet (its checksum file kept)."""
+    spark.range(10).coalesce(1).write.parquet(str(location))
+    damaged = next(location.glob("*.parquet"))
+    damaged.write_bytes(b"not parquet" * 100)
+    return damaged
+
+
+def _read_by_the_workers(spark, path):
+    """``mine``'s pass reading a Parquet file in the Python workers (``ordered_pairs.file_batches``)."""
+    from ratio_spark.pipeline.ordered_pairs import file_batches
+
+    pieces = [(f"file:{path}", 0, 1 << 40)]
+    return spark.range(0, 1, 1, 1).mapInArrow(lambda ids: file_batches(pieces, ids), "sentence_id string")
+
+
 @pytest.mark.spark
 def test_spark_errors_from_user_input_become_lines(spark, tmp_path):
     """Real Spark exceptions (as a remote location would raise them past the pre-flight), mapped by describe_error."""
@@ -136,6 +159,12 @@ def test_spark_errors_from_user_input_become_lines(spark, tmp_path):
         "table under a file": (lambda: spark.range(2).write.format("delta").save(file_as_root(tmp_path)),
                                "cannot create a table at"),
         "unknown scheme": (lambda: spark.read.text("nosuchfs://bucket/x").count(), "no file system for 'nosuchfs://'"),
+        "a data file deleted by hand": (lambda: _with_a_file_deleted(spark, tmp_path / "gone").collect(),
+                                        "a data file of a table is missing: file:"),
+        "a damaged data file, Spark's scan": (lambda: spark.read.parquet(str(_damaged(spark, tmp_path / "scan"))).collect(),
+                                              "a data file of a table is damaged: file:"),
+        "a damaged data file, the workers' read": (lambda: _read_by_the_workers(spark, _damaged(spark, tmp_path / "own")).collect(),
+                                                   "a data file of a table is damaged: file:"),
     }
     for name, (attempt, words) in attempts.items():
         with pytest.raises(Exception) as caught:
