@@ -186,8 +186,9 @@ def _snapshot(spark: SparkSession, table: str) -> tuple[int, dict, str] | None:
     import json
 
     try:
-        snapshot = spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table).unsafeVolatileSnapshot()
-        return int(snapshot.version()), json.loads(snapshot.metadata().json())["metaData"], str(snapshot.deltaLog().dataPath())
+        log = spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table)
+        snapshot = log.unsafeVolatileSnapshot()
+        return int(snapshot.version()), json.loads(snapshot.metadata().json())["metaData"], str(log.dataPath())
     except Exception:  # py4j's errors, a key missing: Delta's internals are not an API
         return None
 
@@ -418,8 +419,8 @@ class Mining:
     """``scanned``: the pass over the sentences that forms the pairs, persisted (the caller unpersists it; by the
     shuffle: one row per consecutive pair, its ``year`` and, when the pre-filter passes it, the pair's columns);
     ``examined``: (year, count) of the consecutive pairs the matcher looked at; ``n_matched``: how many pairs open
-    with a marker (counted with the hashes: the rows of ``matched``, with no job of their own); ``matched`` and ``examined``
-    both read ``scanned``, so a stage that persists it forms the pairs once; ``pairing``: how, in words;
+    with a marker (the rows of ``matched``, counted with the hashes, no job of their own); ``matched`` and
+    ``examined`` both read ``scanned``, so a stage that persists it forms the pairs once; ``pairing``: how, in words;
     ``matched``: every pair whose second sentence opens with a marker, with its ``drop_reason`` (null: kept) and
     its rank among the kept pairs of the same (query, gold) text; ``mined``: the ``mined_pairs`` rows;
     ``drops``: the matched pairs that are not rows, with their reason; ``displaced``: the pairs kept elsewhere
@@ -471,8 +472,9 @@ def mine_pairs(spark: SparkSession, sentences: DataFrame, lexicon: Lexicon, conf
     # used). The same job counts the matched pairs: the hashes held once, and the dropped pairs, add up in one row.
     counts = cut.groupBy("_group").agg(F.count("*").alias("n"), F.count(F.when(~F.col("_elsewhere"), 1)).alias("here"))
     is_shared = (F.col("n") > 1) & F.col("_group").isNotNull()
-    counts = counts.groupBy(F.when(is_shared, F.col("_group")).otherwise(F.lit(0)).alias("_group"), is_shared.alias("shared")
-                            ).agg(F.sum("here").alias("here")).toPandas()  # (no null: pandas would make the hashes floats)
+    # (0, not null, for the rest: pandas would make the hashes floats)
+    counts = counts.groupBy(F.when(is_shared, F.col("_group")).otherwise(F.lit(0)).alias("_group"),
+                            is_shared.alias("shared")).agg(F.sum("here").alias("here")).toPandas()
     n_matched = int(counts["here"].sum())
     shared = counts.loc[counts["shared"].astype(bool), ["_group"]]
     shared = F.broadcast(spark.createDataFrame(shared.astype("int64"), "_group long"))
