@@ -157,8 +157,8 @@ def test_a_driver_killed_during_mine_leaves_whole_tables_and_the_rerun_no_duplic
     reference = Path(slice_run.reference.tables.root)
 
     def kill_during_mine(line: str, proc) -> None:
-        if line.startswith("[ratio-spark") and " mine: counting the pairs" in line:
-            time.sleep(3)
+        if line.startswith("[ratio-spark") and " mine: writing mined_pairs ..." in line:  # the writes begin
+            time.sleep(1)
             os.killpg(proc.pid, signal.SIGKILL)
 
     run = submit(standalone_cluster, slice_run, tmp_path / "cluster", on_line=kill_during_mine)
