@@ -32,6 +32,7 @@ from pathlib import Path
 from pyspark.sql import functions as F
 
 from ratio_spark.config import load_config
+from ratio_spark.core.provenance import shared_folder
 from ratio_spark.pipeline.ingest import ingest
 from ratio_spark.pipeline.segment import explode_paragraphs, segment_papers, split_sentences
 from ratio_spark.pipeline.session import build_spark_session
@@ -131,7 +132,7 @@ def segment_rates(args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", default=str(REPO.parent / "shared/corpora/acl-emnlp-2014-2018-grobid-tei.tar.gz"))
+    parser.add_argument("--corpus", default=str(shared_folder() / "corpora/acl-emnlp-2014-2018-grobid-tei.tar.gz"))
     parser.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "ratio-spark-bench"))
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--out", default=str(REPO / "benchmarks/results/ingest_segment_throughput.json"))

@@ -28,6 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ratio_spark.config import load_config
+from ratio_spark.core.provenance import shared_folder
 from ratio_spark.lexicon.curation.extensions import Prefix, sample_extensions
 from ratio_spark.pipeline.segment import SENTENCE_COLUMNS, add_normalisation
 from ratio_spark.pipeline.session import build_spark_session
@@ -35,7 +36,7 @@ from ratio_spark.pipeline.pairs import consecutive_pairs
 from ratio_spark.lexicon.curation.spans import opening_span, opening_spans, sample_pairs_for_spans
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_SCISUMMNET = REPO.parent / "shared" / "corpora" / "scisummnet-2019-sentences-xml.tar.gz"
+DEFAULT_SCISUMMNET = shared_folder() / "corpora" / "scisummnet-2019-sentences-xml.tar.gz"
 
 # Prefixes considered as extendable connectives (appendix A); each gets a review sheet of its extensions.
 CANDIDATE_PREFIXES = [

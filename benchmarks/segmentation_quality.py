@@ -43,10 +43,11 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+from ratio_spark.core.provenance import shared_folder
 from ratio_spark.pipeline.settings import SegmentConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_ARCHIVE = REPO_ROOT.parent / "shared" / "corpora" / "scisummnet-2019-sentences-xml.tar.gz"
+DEFAULT_ARCHIVE = shared_folder() / "corpora" / "scisummnet-2019-sentences-xml.tar.gz"
 DEFAULT_OUT = REPO_ROOT / "results" / "segmentation_quality"
 
 # The reference splits after abbreviations that never end a sentence ("shown in Fig. | 1",

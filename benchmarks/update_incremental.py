@@ -25,9 +25,11 @@ import tarfile
 import time
 from pathlib import Path
 
+from ratio_spark.core.provenance import shared_folder
+
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = Path("/work/data/acl-final/tables")
-ARCHIVE = REPO.parent / "shared" / "corpora" / "acl-emnlp-2014-2018-grobid-tei.tar.gz"
+ARCHIVE = shared_folder() / "corpora" / "acl-emnlp-2014-2018-grobid-tei.tar.gz"
 HELD_OUT_YEAR, HELD_OUT = 2018, 84
 
 

@@ -18,10 +18,11 @@ import pytest
 
 from prerequisites import missing
 from ratio_spark.config import Config, load_config
+from ratio_spark.core.provenance import shared_folder
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-SHARED = REPO_ROOT.parent / "shared"
+SHARED = shared_folder(REPO_ROOT)
 SAMPLE_TEI = REPO_ROOT / "data" / "sample" / "acl-emnlp-tei"
 
 FIXTURE_MARKERS = {"spark": "spark", "standalone_cluster": "spark", "llm_server": "llm"}

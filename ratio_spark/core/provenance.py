@@ -7,11 +7,32 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+def shared_folder(checkout: Path = PACKAGE_ROOT) -> Path:
+    """The project's shared data (corpora, seeds), which the benchmarks and tests read: ``$RATIO_SHARED``; else
+    ``shared`` beside the checkout; else beside the local checkout this one was cloned from (a clone made in a
+    temporary folder, as CI may make). The first candidate when none exists (its error then names it)."""
+    if os.environ.get("RATIO_SHARED"):
+        return Path(os.environ["RATIO_SHARED"])
+    beside = checkout.parent / "shared"
+    if beside.is_dir():
+        return beside
+    try:
+        origin = subprocess.run(["git", "-C", str(checkout), "config", "--get", "remote.origin.url"],
+                                capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        origin = ""
+    origin = origin.removeprefix("file://")
+    if origin and ":" not in origin and (Path(origin).resolve().parent / "shared").is_dir():
+        return Path(origin).resolve().parent / "shared"
+    return beside
 
 
 def sha256_file(path: str | Path) -> str:

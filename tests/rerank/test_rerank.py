@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from conftest import FIXTURES, REPO_ROOT
+from ratio_spark.core.provenance import shared_folder
 from ratio_spark.evaluation.data import load_split
 from ratio_spark.evaluation.runner import run_evaluation
 from ratio_spark.evaluation.settings import EvaluationConfig
@@ -28,7 +29,7 @@ from ratio_spark.rerank.settings import RerankConfig
 
 REPO = REPO_ROOT
 TEST_PROMPTS = FIXTURES / "rerank"
-PAPER = REPO.parent / "shared" / "seeds" / "ratio-paper.txt"
+PAPER = shared_folder() / "seeds" / "ratio-paper.txt"
 
 # The Ratio paper, appendix H.3 ("Reranker"), the three relation lines, copied character for character.
 H3_LINES = {
