@@ -246,7 +246,7 @@ class MinePapers(Mine):
                 where, mining = mine_again(remined)
                 matched = mining.matched.persist(StorageLevel.MEMORY_AND_DISK)
             with io.phase(f"de-duplicating the pairs of {len(remined)} paper(s) against the others' kept pairs"):
-                n_matched = matched.count()
+                n_matched = mining.n_matched
                 displaced = mining.displaced.limit(3).collect()
                 before = {"mined_pairs": rows_and_matching(mined_pairs, where), "drops": rows_and_matching(mine_drops, where)}
                 staged_rows = {"mined_pairs": mining.mined.count(), "drops": mining.drops.count()}

@@ -162,6 +162,7 @@ def test_mine_has_the_same_outputs_when_the_python_workers_read_the_files(spark,
     deletion vectors, which Spark must read (its files still hold the deleted rows)."""
     import pyarrow.parquet as pq
 
+    import ratio_spark.pipeline.mine as mine
     from ratio_spark.pipeline.mine import _arrow_uri, _files_of, _snapshot, pieces_to_read
 
     sentences, lexicon, config = mining_setup
@@ -187,6 +188,9 @@ def test_mine_has_the_same_outputs_when_the_python_workers_read_the_files(spark,
     try:
         pieces, _ = pieces_to_read(spark, table, one_file)
         in_pieces = _outputs(spark, table, lexicon, config, in_order=True, table=one_file)
+        with monkeypatch.context() as patched:  # where deltalake cannot read the location, Spark lists the files
+            patched.setattr(mine, "_files_of", lambda version, location: None)
+            listed_by_spark = pieces_to_read(spark, table, one_file)
     finally:
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
     assert len(pieces) > 2
@@ -194,16 +198,7 @@ def test_mine_has_the_same_outputs_when_the_python_workers_read_the_files(spark,
     version, _, location = _snapshot(spark, one_file)
     assert _files_of(version, location) is not None
     assert {piece[0] for piece in pieces} == {_arrow_uri(uri)}
-    # Where deltalake cannot read the location, Spark lists the files: the same pieces.
-    import ratio_spark.pipeline.mine as mine
-
-    spark.conf.set("spark.sql.files.maxPartitionBytes", "16384")
-    try:
-        with monkeypatch.context() as patched:
-            patched.setattr(mine, "_files_of", lambda version, location: None)
-            assert pieces_to_read(spark, table, one_file) == (pieces, "")
-    finally:
-        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    assert listed_by_spark == (pieces, "")
     assert "(the Python workers read the Parquet files) (" in in_pieces[0] and "formed from their edges" in in_pieces[0]
     assert in_pieces[1:] == by_scan[1:]
 
